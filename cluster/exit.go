@@ -1,0 +1,45 @@
+package cluster
+
+import "time"
+
+// ExitRecord is the end of a step as the runtime confirmed it. It exists only
+// after containerd reported the exit of the step's process (or, for a step
+// that never started, after the runtime gave up on starting it).
+type ExitRecord struct {
+	Step StepID `json:"step"`
+	// State is StateExited when the process ran and exited (whatever its
+	// code), StateFailed when it could not be started, StateCancelled when a
+	// user's cancel ended it.
+	State StepState `json:"state"`
+	// ExitCode is the process's exit status, 128+signal when a signal killed
+	// it, as shells report it. It is meaningful for StateExited and
+	// StateCancelled.
+	ExitCode     int          `json:"exit_code"`
+	TerminatedBy TerminatedBy `json:"terminated_by"`
+	// Reason explains a failure or a platform termination for people.
+	Reason string `json:"reason,omitempty"`
+	Phases Phases `json:"phases"`
+	// Stdout and Stderr count the bytes the step wrote to each.
+	Stdout int64 `json:"stdout_bytes"`
+	Stderr int64 `json:"stderr_bytes"`
+}
+
+// Event is one lifecycle event of a step: small, human-readable, and fit to
+// be replicated (output is not an event).
+type Event struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+}
+
+// Event kinds.
+const (
+	EventCreated   = "created"
+	EventStarted   = "started"
+	EventKill      = "kill"
+	EventExited    = "exited"
+	EventOOM       = "oom"
+	EventCleanedUp = "cleaned_up"
+	EventAdopted   = "adopted"
+	EventWarning   = "warning"
+)
