@@ -1,0 +1,172 @@
+package agentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
+
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/oci"
+)
+
+// ErrStartFailed wraps the reason a step's command could not be started
+// (a missing binary, a bad working directory).
+var ErrStartFailed = errors.New("step did not start")
+
+// Start runs the step's command in the sandbox, copying its stdout and
+// stderr to the given writers (each written by one goroutine at a time).
+// A command that cannot be started returns an error wrapping ErrStartFailed.
+func (s *Sandbox) Start(ctx context.Context, stdout, stderr io.Writer) error {
+	ctx = s.rt.nsCtx(ctx)
+	pspec, err := oci.Process(s.spec, s.step.Args, s.step.Env)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.stdout = &countingWriter{w: stdout, first: s.firstOutput}
+	s.stderr = &countingWriter{w: stderr, first: s.firstOutput}
+	s.mu.Unlock()
+	p, err := s.task.Exec(ctx, execID, pspec, cio.NewCreator(
+		cio.WithStreams(nil, s.stdout, s.stderr),
+		cio.WithFIFODir(s.fifoDir()),
+	))
+	if err != nil {
+		return fmt.Errorf("create step process: %w", err)
+	}
+	s.mu.Lock()
+	s.proc = p
+	s.mu.Unlock()
+	// Wait before Start so that a fast exit is not missed. Its context is
+	// not the caller's: the exit must be collected even if the caller
+	// stops caring.
+	ch, err := p.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		return fmt.Errorf("wait for step process: %w", err)
+	}
+	if err := p.Start(ctx); err != nil {
+		return fmt.Errorf("%w: %s", ErrStartFailed, startReason(err))
+	}
+	s.mu.Lock()
+	s.exitCh = ch
+	s.phases.Started = time.Now().UTC()
+	s.mu.Unlock()
+	return nil
+}
+
+// startReason turns a runtime error into a sentence a user can act on.
+func startReason(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "no such file or directory"), strings.Contains(msg, "executable file not found"):
+		return "command not found in the image: " + msg
+	case strings.Contains(msg, "permission denied"):
+		return "command is not executable: " + msg
+	}
+	return msg
+}
+
+func (s *Sandbox) firstOutput() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.phases.FirstOutput.IsZero() {
+		s.phases.FirstOutput = time.Now().UTC()
+	}
+}
+
+// Kill asks the step's process to stop with SIGTERM and, if it is still
+// there after grace, SIGKILL. why is recorded as the step's terminated_by.
+// Kill returns once the signals are sent; Wait reports the exit.
+func (s *Sandbox) Kill(ctx context.Context, why cluster.TerminatedBy, grace time.Duration) error {
+	ctx = s.rt.nsCtx(ctx)
+	s.mu.Lock()
+	p, exitCh := s.proc, s.exitCh
+	if s.killed == "" {
+		s.killed = why
+	}
+	s.mu.Unlock()
+	if p == nil || exitCh == nil {
+		return errors.New("kill step: not started")
+	}
+	if err := p.Kill(ctx, syscall.SIGTERM); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("kill step: %w", err)
+	}
+	go func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			if err := p.Kill(context.WithoutCancel(ctx), syscall.SIGKILL); err != nil && !errdefs.IsNotFound(err) {
+				s.rt.logger.Warn("SIGKILL step", "step", s.step.ID, "error", err)
+			}
+		case <-s.exited():
+		}
+	}()
+	return nil
+}
+
+// exited returns a channel closed once Wait has collected the exit.
+func (s *Sandbox) exited() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.doneCh == nil {
+		s.doneCh = make(chan struct{})
+	}
+	return s.doneCh
+}
+
+// Wait blocks until containerd reports the step's process gone, then
+// returns its exit record. The caller still owns Destroy.
+func (s *Sandbox) Wait(ctx context.Context) (cluster.ExitRecord, error) {
+	s.mu.Lock()
+	ch := s.exitCh
+	s.mu.Unlock()
+	if ch == nil {
+		return cluster.ExitRecord{}, errors.New("wait for step: not started")
+	}
+	var es containerd.ExitStatus
+	select {
+	case es = <-ch:
+	case <-ctx.Done():
+		return cluster.ExitRecord{}, ctx.Err()
+	}
+	s.exited()
+	s.waitOnce.Do(func() { close(s.doneCh) })
+	if err := es.Error(); err != nil {
+		return cluster.ExitRecord{}, fmt.Errorf("wait for step: %w", err)
+	}
+	oom := s.oomKilled()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.phases.Exited = es.ExitTime().UTC()
+	rec := cluster.ExitRecord{
+		Step:         s.step.ID,
+		State:        cluster.StateExited,
+		ExitCode:     int(es.ExitCode()),
+		TerminatedBy: cluster.ByExit,
+		Phases:       s.phases,
+		Stdout:       s.stdout.n.Load(),
+		Stderr:       s.stderr.n.Load(),
+	}
+	switch {
+	case oom:
+		rec.TerminatedBy = cluster.ByOOM
+		rec.Reason = fmt.Sprintf("out of memory: the memory limit of %d bytes was reached", s.step.Limits.MemoryBytes)
+	case s.killed == cluster.ByUser:
+		rec.State = cluster.StateCancelled
+		rec.TerminatedBy = cluster.ByUser
+	case s.killed != "":
+		rec.TerminatedBy = s.killed
+		if s.killed == cluster.ByTimeout {
+			rec.Reason = fmt.Sprintf("timed out after %v", s.step.Timeout)
+		}
+	}
+	return rec, nil
+}

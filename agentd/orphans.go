@@ -1,0 +1,68 @@
+package agentd
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// An Orphan is a sandbox whose agent died: containerd still has it, and
+// nobody owns it. Adopt it to destroy it or report on it.
+type Orphan struct {
+	Sandbox *Sandbox
+	// Owner is the dead agent ("pid:starttime").
+	Owner string
+	// Running reports whether the step's process was still running when
+	// the orphan was found.
+	Running bool
+}
+
+// Orphans finds the sandboxes in containerd that carry agentd's labels and
+// whose owner is no longer alive, and takes them over: each Orphan's
+// Sandbox belongs to the caller, who must Destroy it.
+func (r *Runtime) Orphans(ctx context.Context) ([]Orphan, error) {
+	ctx = r.nsCtx(ctx)
+	cs, err := r.client.Containers(ctx, fmt.Sprintf("labels.%q==true", LabelManaged))
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var out []Orphan
+	for _, c := range cs {
+		labels, err := c.Labels(ctx)
+		if err != nil {
+			if errdefs.IsNotFound(err) {
+				continue
+			}
+			return out, fmt.Errorf("labels of %s: %w", c.ID(), err)
+		}
+		owner := labels[LabelOwner]
+		if owner == r.owner || ownerAlive(owner) {
+			continue
+		}
+		sb := &Sandbox{
+			rt:        r,
+			step:      Step{ID: cluster.StepID(labels[LabelStep]), Workspace: labels[LabelWorkspace]},
+			wsDir:     filepath.Join(workspacesDir(r.cfg), c.ID()),
+			container: c,
+		}
+		o := Orphan{Sandbox: sb, Owner: owner}
+		if t, err := c.Task(ctx, nil); err == nil {
+			sb.task = t
+			if p, err := t.LoadProcess(ctx, execID, nil); err == nil {
+				sb.proc = p
+				if st, err := p.Status(ctx); err == nil && st.Status == containerd.Running {
+					o.Running = true
+				}
+			}
+		} else if !errdefs.IsNotFound(err) {
+			return out, fmt.Errorf("task of %s: %w", c.ID(), err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package agentd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/oci"
+)
+
+// canaryLimits are applied to the probe's sandbox and then read back from
+// the host's cgroups.
+var canaryLimits = oci.Limits{CPU: 0.5, MemoryBytes: 96 << 20, Pids: 64}
+
+// Probe checks that this node can enforce what Rodon promises: a canary
+// sandbox of image starts under the configured runtime, runs a command
+// with the right exit code, and its CPU, memory and pids limits are visible
+// in the host's cgroups. Any failure makes the node degraded, with a reason.
+func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
+	var reasons []string
+	id := fmt.Sprintf("canary-%d", time.Now().UnixNano())
+	sb, err := r.Create(ctx, Step{ID: cluster.StepID(id), Image: image, Args: []string{"sh", "-c", "exit 3"}, Limits: canaryLimits})
+	if err != nil {
+		return cluster.Health{State: cluster.NodeDegraded, Reasons: []string{"canary sandbox does not start: " + err.Error()}}
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := sb.Destroy(dctx); err != nil {
+			r.logger.Warn("destroy canary", "error", err)
+		}
+	}()
+	reasons = append(reasons, sb.checkLimits(canaryLimits)...)
+	var out bytes.Buffer
+	if err := sb.Start(ctx, &out, &out); err != nil {
+		reasons = append(reasons, "canary step does not start: "+err.Error())
+	} else if rec, err := sb.Wait(ctx); err != nil {
+		reasons = append(reasons, "canary step exit not reported: "+err.Error())
+	} else if rec.ExitCode != 3 {
+		reasons = append(reasons, fmt.Sprintf("canary step exit code %d, want 3 (output %q)", rec.ExitCode, out.String()))
+	}
+	if len(reasons) > 0 {
+		return cluster.Health{State: cluster.NodeDegraded, Reasons: reasons}
+	}
+	return cluster.Health{State: cluster.NodeReady}
+}
+
+// checkLimits reads the sandbox's limits back from the host's cgroups.
+func (s *Sandbox) checkLimits(l oci.Limits) []string {
+	cg := s.cgroupPath()
+	quota := strconv.FormatInt(int64(l.CPU*cpuPeriodUS), 10)
+	checks := []struct {
+		what       string
+		v1, v2     string
+		want       string
+		wantV2Pref string
+	}{
+		{"memory", "memory/" + cg + "/memory.limit_in_bytes", cg + "/memory.max", strconv.FormatInt(l.MemoryBytes, 10), ""},
+		{"pids", "pids/" + cg + "/pids.max", cg + "/pids.max", strconv.FormatInt(oci.HostPids(l.Pids), 10), ""},
+		{"cpu", "cpu/" + cg + "/cpu.cfs_quota_us", cg + "/cpu.max", quota, quota + " "},
+	}
+	v1 := dirExists(filepath.Join(cgroupRoot, "memory"))
+	var reasons []string
+	for _, c := range checks {
+		file := filepath.Join(cgroupRoot, c.v2)
+		if v1 {
+			file = filepath.Join(cgroupRoot, c.v1)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s limit not applied: %v", c.what, err))
+			continue
+		}
+		got := strings.TrimSpace(string(b))
+		if got != c.want && (c.wantV2Pref == "" || !strings.HasPrefix(got, c.wantV2Pref)) {
+			reasons = append(reasons, fmt.Sprintf("%s limit not applied: %s reads %q, want %q", c.what, file, got, c.want))
+		}
+	}
+	return reasons
+}
+
+const cpuPeriodUS = 100000
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}

@@ -1,0 +1,137 @@
+// Package agentd is the node agent: it runs each step in a gVisor sandbox
+// created for it and destroyed after it, through containerd and a runsc shim.
+//
+// The runtime model (see ../shared/RUNTIME-NOTES.md for why): every step gets
+// a pod sandbox whose own process is a long-lived pause, and the step's
+// command runs in it as a task exec. The step is never the sandbox's init,
+// so gVisor's fast-exit race cannot misreport its exit code, and the pod is
+// destroyed with everything the step left behind once the step has exited.
+//
+// Call order on a Runtime: New, then Create for a Sandbox, Sandbox.Start,
+// Sandbox.Wait, and always Sandbox.Destroy. Runtime.Run does all of it for one
+// step. Orphans finds sandboxes left by an agent that died.
+package agentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+)
+
+// Labels on every container agentd creates. They are how a restarted agent
+// finds its sandboxes again.
+const (
+	LabelManaged   = "rodon.managed"
+	LabelStep      = "rodon.step"
+	LabelOwner     = "rodon.owner"
+	LabelWorkspace = "rodon.workspace"
+)
+
+// RuntimeConfig configures the containerd runtime layer.
+type RuntimeConfig struct {
+	// Address is containerd's socket.
+	Address string
+	// Namespace is the containerd namespace of all Rodon objects.
+	Namespace string
+	// RuntimeType is the containerd runtime of sandboxes: our own shim
+	// io.containerd.rodon.v1 by default; the stock io.containerd.runsc.v1
+	// works on hosts where root has CAP_SYS_RESOURCE.
+	RuntimeType string
+	// DataDir holds workspace copies and IO fifos.
+	DataDir string
+	// CgroupParent is the cgroup under which each sandbox gets <parent>/<id>.
+	CgroupParent string
+	// Pause is the command of each sandbox's own long-lived process.
+	Pause []string
+	// KillGrace is how long a step has between SIGTERM and SIGKILL when it
+	// is cancelled; TimeoutGrace the same when it hits its timeout.
+	KillGrace    time.Duration
+	TimeoutGrace time.Duration
+}
+
+// DefaultRuntimeConfig returns the configuration used on a standard install
+// (scripts/install-deps).
+func DefaultRuntimeConfig() RuntimeConfig {
+	return RuntimeConfig{
+		Address:      "/run/rodon/containerd/containerd.sock",
+		Namespace:    "rodon",
+		RuntimeType:  "io.containerd.rodon.v1",
+		DataDir:      "/var/lib/rodon/agentd",
+		CgroupParent: "/rodon",
+		Pause:        []string{"sleep", "infinity"},
+		KillGrace:    10 * time.Second,
+		TimeoutGrace: 500 * time.Millisecond,
+	}
+}
+
+// Runtime creates, runs and destroys step sandboxes. It is safe for
+// concurrent use.
+type Runtime struct {
+	cfg    RuntimeConfig
+	client *containerd.Client
+	logger *slog.Logger
+	owner  string
+}
+
+// NewRuntime connects to containerd. It starts no goroutine; Close releases
+// the connection.
+func NewRuntime(ctx context.Context, cfg RuntimeConfig, logger *slog.Logger) (*Runtime, error) {
+	switch {
+	case cfg.Address == "":
+		return nil, errors.New("runtime config: empty containerd address")
+	case cfg.Namespace == "":
+		return nil, errors.New("runtime config: empty containerd namespace")
+	case cfg.RuntimeType == "":
+		return nil, errors.New("runtime config: empty runtime type")
+	case !filepath.IsAbs(cfg.DataDir):
+		return nil, fmt.Errorf("runtime config: data dir %q is not an absolute path", cfg.DataDir)
+	case len(cfg.Pause) == 0:
+		return nil, errors.New("runtime config: empty pause command")
+	}
+	if _, err := os.Stat(cfg.Address); err != nil {
+		return nil, fmt.Errorf("containerd socket %s: %w (is Rodon's containerd running? see scripts/install-deps)", cfg.Address, err)
+	}
+	for _, d := range []string{workspacesDir(cfg), fifoDir(cfg)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create data dir: %w", err)
+		}
+	}
+	client, err := containerd.New(cfg.Address,
+		containerd.WithDefaultNamespace(cfg.Namespace),
+		containerd.WithTimeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("connect to containerd at %s: %w", cfg.Address, err)
+	}
+	if _, err := client.Version(ctx); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("connect to containerd at %s: %w", cfg.Address, err)
+	}
+	owner, err := selfOwner()
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &Runtime{
+		cfg:    cfg,
+		client: client,
+		logger: logger.With("component", "runtime"),
+		owner:  owner,
+	}, nil
+}
+
+// Close releases the containerd connection. Sandboxes keep running.
+func (r *Runtime) Close() error { return r.client.Close() }
+
+func (r *Runtime) nsCtx(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, r.cfg.Namespace)
+}
+
+func workspacesDir(cfg RuntimeConfig) string { return filepath.Join(cfg.DataDir, "workspaces") }
+func fifoDir(cfg RuntimeConfig) string       { return filepath.Join(cfg.DataDir, "fifo") }

@@ -1,0 +1,247 @@
+package agentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/treecopy"
+	"github.com/rodon-compute/rodon/oci"
+)
+
+// execID is the containerd exec id of the step's process in its pod.
+const execID = "step"
+
+// ErrNoImage is returned by Create when the step's image is not in
+// containerd (see bundles/build).
+var ErrNoImage = errors.New("image not found")
+
+// A Sandbox is one pod sandbox, created for one step. Its owner must call
+// Destroy exactly once, whatever happened before. Start, Wait and Kill may be
+// called from different goroutines.
+type Sandbox struct {
+	rt        *Runtime
+	step      Step
+	container containerd.Container
+	task      containerd.Task
+	spec      *specs.Spec
+	// wsDir is the sandbox's copy of the workspace, bind-mounted at
+	// /workspace.
+	wsDir string
+
+	mu     sync.Mutex
+	proc   containerd.Process
+	exitCh <-chan containerd.ExitStatus
+	phases cluster.Phases
+	stdout *countingWriter
+	stderr *countingWriter
+	killed cluster.TerminatedBy
+	// doneCh is closed (once, by waitOnce) when Wait has the exit.
+	doneCh   chan struct{}
+	waitOnce sync.Once
+}
+
+// ID returns the containerd id of the sandbox (the step's id).
+func (s *Sandbox) ID() string { return s.container.ID() }
+
+// Create makes the sandbox of st and starts its pause process. The step's
+// command is not started yet. On error nothing is left behind.
+func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error) {
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
+	ctx = r.nsCtx(ctx)
+	id := string(st.ID)
+	img, err := r.client.GetImage(ctx, st.Image)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("image %q: %w (build it with bundles/build)", st.Image, ErrNoImage)
+		}
+		return nil, fmt.Errorf("look up image %q: %w", st.Image, err)
+	}
+	imgEnv, err := imageEnv(ctx, img)
+	if err != nil {
+		return nil, err
+	}
+
+	sb := &Sandbox{rt: r, step: st, wsDir: filepath.Join(workspacesDir(r.cfg), id)}
+	defer func() {
+		if retErr != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := sb.Destroy(cctx); err != nil {
+				r.logger.Warn("clean up after failed create", "step", id, "error", err)
+			}
+		}
+	}()
+	if err := os.Mkdir(sb.wsDir, 0o755); err != nil {
+		return sb, fmt.Errorf("create workspace copy: %w", err)
+	}
+	if st.Workspace != "" {
+		if err := treecopy.Copy(st.Workspace, sb.wsDir); err != nil {
+			return sb, fmt.Errorf("copy workspace into sandbox: %w", err)
+		}
+	}
+
+	opts := []oci.SpecOpt{
+		oci.WithPodSandbox(),
+		oci.WithArgs(r.cfg.Pause...),
+		oci.WithEnv(imgEnv),
+		oci.WithWorkspace(sb.wsDir),
+		oci.WithLimits(st.Limits),
+		oci.WithCgroupsPath(path.Join(r.cfg.CgroupParent, id)),
+	}
+	if st.NetNS != "" {
+		opts = append(opts, oci.WithNetNS(st.NetNS))
+	}
+	spec, err := oci.Spec(ctx, r.cfg.Namespace, id, opts...)
+	if err != nil {
+		return sb, err
+	}
+	sb.spec = spec
+	labels := map[string]string{
+		LabelManaged: "true",
+		LabelStep:    id,
+		LabelOwner:   r.owner,
+	}
+	if st.Workspace != "" {
+		labels[LabelWorkspace] = st.Workspace
+	}
+	c, err := r.client.NewContainer(ctx, id,
+		containerd.WithImage(img),
+		containerd.WithNewSnapshotView(id, img),
+		containerd.WithRuntime(r.cfg.RuntimeType, nil),
+		containerd.WithSpec(spec),
+		containerd.WithContainerLabels(labels),
+	)
+	if err != nil {
+		if errdefs.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create sandbox %s: a sandbox with this id exists already", id)
+		}
+		return sb, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	sb.container = c
+	t, err := c.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		return sb, fmt.Errorf("create sandbox task %s: %w", id, err)
+	}
+	sb.task = t
+	if err := t.Start(ctx); err != nil {
+		return sb, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	sb.phases.Created = time.Now().UTC()
+	return sb, nil
+}
+
+func imageEnv(ctx context.Context, img containerd.Image) ([]string, error) {
+	cfg, err := img.Spec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read config of image %s: %w", img.Name(), err)
+	}
+	return cfg.Config.Env, nil
+}
+
+func (s *Sandbox) fifoDir() string { return filepath.Join(fifoDir(s.rt.cfg), s.ID()) }
+
+// Destroy tears the sandbox down: it kills everything in it, deletes the
+// step's process, the pod task, the container and its snapshot, and the
+// workspace copy. It is safe on a partly created sandbox and returns the
+// first error after trying every part.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	ctx = s.rt.nsCtx(ctx)
+	var errs []error
+	if s.task != nil {
+		errs = append(errs, s.killPod(ctx))
+		s.mu.Lock()
+		proc := s.proc
+		s.mu.Unlock()
+		if proc != nil {
+			waitIO(proc, 10*time.Second)
+			if _, err := proc.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+				s.rt.logger.Debug("delete step process", "step", s.step.ID, "error", err)
+			}
+		}
+		if _, err := s.task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete sandbox task: %w", err))
+		}
+	}
+	if s.container != nil {
+		if err := s.container.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete sandbox container: %w", err))
+		}
+	}
+	if s.container != nil {
+		if err := os.RemoveAll(s.fifoDir()); err != nil {
+			errs = append(errs, fmt.Errorf("remove fifo dir: %w", err))
+		}
+	}
+	if s.wsDir != "" {
+		if err := os.RemoveAll(s.wsDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove workspace copy: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killPod kills the pod's init (and so every process in the sandbox) and
+// waits until containerd reports it gone.
+func (s *Sandbox) killPod(ctx context.Context) error {
+	st, err := s.task.Status(ctx)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("status of sandbox: %w", err)
+	}
+	if st.Status == containerd.Stopped || st.Status == containerd.Created && st.ExitStatus != 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ch, err := s.task.Wait(wctx)
+	if err != nil {
+		return fmt.Errorf("wait for sandbox: %w", err)
+	}
+	if err := s.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("kill sandbox: %w", err)
+	}
+	select {
+	case es := <-ch:
+		if err := es.Error(); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("wait for sandbox: %w", err)
+		}
+	case <-wctx.Done():
+		return fmt.Errorf("sandbox did not exit within 30s of SIGKILL")
+	}
+	return nil
+}
+
+// waitIO waits until the process's output is copied or d has passed.
+func waitIO(p containerd.Process, d time.Duration) {
+	pio := p.IO()
+	if pio == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		pio.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		pio.Cancel()
+	}
+}

@@ -1,0 +1,74 @@
+package agentd
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/oci"
+)
+
+// Step is what the runtime needs to run one step.
+type Step struct {
+	ID cluster.StepID
+	// Image is a containerd image reference (see bundles.Ref for short names).
+	Image string
+	Args  []string
+	Env   []string
+	// Workspace, if set, is a host directory copied into the sandbox at
+	// /workspace before the step starts and updated from it after the step
+	// ends. The step never sees the directory itself.
+	Workspace string
+	Limits    oci.Limits
+	// Timeout ends the step with terminated_by=timeout; zero means none.
+	Timeout time.Duration
+	// NetNS is the path of the network namespace to run in (netpolicy);
+	// empty gives the sandbox a fresh namespace with no interfaces.
+	NetNS string
+}
+
+// errInvalid marks a step that fails validation.
+var errInvalid = errors.New("invalid step")
+
+var stepIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// Validate reports the first problem that makes the step unrunnable.
+func (s Step) Validate() error {
+	if err := s.validate(); err != nil {
+		return fmt.Errorf("%w: %w", errInvalid, err)
+	}
+	return nil
+}
+
+func (s Step) validate() error {
+	switch {
+	case !stepIDPattern.MatchString(string(s.ID)):
+		return fmt.Errorf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", s.ID)
+	case s.Image == "":
+		return fmt.Errorf("step %s: empty image", s.ID)
+	case len(s.Args) == 0:
+		return fmt.Errorf("step %s: empty command", s.ID)
+	case s.Timeout < 0:
+		return fmt.Errorf("step %s: negative timeout %v", s.ID, s.Timeout)
+	}
+	for _, e := range s.Env {
+		if !validEnv(e) {
+			return fmt.Errorf("step %s: environment entry %q: want NAME=VALUE", s.ID, e)
+		}
+	}
+	return s.Limits.Validate()
+}
+
+func validEnv(e string) bool {
+	for i := 0; i < len(e); i++ {
+		switch {
+		case e[i] == '=':
+			return i > 0
+		case e[i] == 0:
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,110 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Leftovers lists what Rodon's sandboxes can leave behind on the host:
+// containerd containers, tasks and snapshots in namespace ns, shim and runsc
+// processes, mounts under containerd's state and root directories, and
+// cgroups under cgroupParent. An empty list means a clean host.
+func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
+	var out []string
+	for _, what := range []string{"containers", "tasks", "snapshots"} {
+		args := []string{"--address", ContainerdAddress, "-n", ns, what, "ls", "-q"}
+		if what == "snapshots" {
+			args = []string{"--address", ContainerdAddress, "-n", ns, "snapshots", "ls"}
+		}
+		cmd := exec.CommandContext(ctx, "/opt/rodon/bin/ctr", args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		b, err := cmd.Output()
+		if err != nil {
+			out = append(out, fmt.Sprintf("ctr %s: %v: %s", what, err, stderr.Bytes()))
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			l = strings.TrimSpace(l)
+			if l == "" || strings.HasPrefix(l, "KEY") {
+				continue
+			}
+			// Image layers are committed snapshots; only active views
+			// belong to sandboxes.
+			if what == "snapshots" && !strings.Contains(l, "Active") && !strings.Contains(l, "View") {
+				continue
+			}
+			out = append(out, what+": "+l)
+		}
+	}
+	out = append(out, processes("containerd-shim-rodon", "runsc-sandbox", "runsc-gofer", "runsc wait")...)
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) > 4 && (strings.Contains(f[4], "/run/rodon/containerd/io.containerd.runtime") ||
+				strings.Contains(f[4], "/var/lib/rodon/containerd/io.containerd.snapshotter") && strings.Contains(f[4], "/mnt")) {
+				out = append(out, "mount: "+f[4])
+			}
+		}
+	}
+	for _, ctl := range []string{"memory", "pids", "cpu", "unified", ""} {
+		dir := filepath.Join("/sys/fs/cgroup", ctl, cgroupParent)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				out = append(out, "cgroup: "+filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// processes lists running processes whose command line contains any of pats.
+func processes(pats ...string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		cmd := strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
+		for _, p := range pats {
+			if strings.Contains(cmd, p) {
+				out = append(out, fmt.Sprintf("process %s: %s", e.Name(), cmd))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// CheckNoLeaks fails t if anything is left over, waiting up to 10 seconds
+// for asynchronous teardown (shims exit shortly after their last task).
+func CheckNoLeaks(t testing.TB, ns, cgroupParent string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := Leftovers(context.Background(), ns, cgroupParent)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("left behind after the test:\n  %s", strings.Join(left, "\n  "))
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
