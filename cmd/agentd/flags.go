@@ -1,0 +1,65 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/rodon-compute/rodon/agentd"
+)
+
+// runtimeFlags are the flags every command that talks to containerd takes.
+type runtimeFlags struct {
+	containerd  string
+	runtimeType string
+	dataDir     string
+	logLevel    string
+}
+
+func (f *runtimeFlags) register(fs *flag.FlagSet) {
+	d := agentd.DefaultRuntimeConfig()
+	fs.StringVar(&f.containerd, "containerd", d.Address, "containerd socket")
+	fs.StringVar(&f.runtimeType, "runtime", d.RuntimeType, "containerd runtime type of sandboxes")
+	fs.StringVar(&f.dataDir, "data-dir", d.DataDir, "agent data directory")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+}
+
+func (f *runtimeFlags) config() agentd.RuntimeConfig {
+	c := agentd.DefaultRuntimeConfig()
+	c.Address = f.containerd
+	c.RuntimeType = f.runtimeType
+	c.DataDir = f.dataDir
+	return c
+}
+
+// newFlagSet returns a flag set whose errors come back as errUsage.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("agentd "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return fmt.Errorf("%w: help requested", errUsage)
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// envFlag collects repeated --env K=V flags.
+type envFlag []string
+
+func (e *envFlag) String() string { return strings.Join(*e, ",") }
+
+func (e *envFlag) Set(v string) error {
+	k, _, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want K=V", v)
+	}
+	*e = append(*e, v)
+	return nil
+}

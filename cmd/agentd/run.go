@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rodon-compute/rodon/agentd"
+	"github.com/rodon-compute/rodon/bundles"
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/size"
+	"github.com/rodon-compute/rodon/oci"
+)
+
+// runFlags are the flags of `agentd run`.
+type runFlags struct {
+	runtimeFlags
+	image     string
+	cpu       float64
+	memory    string
+	pids      int64
+	timeout   time.Duration
+	workspace string
+	env       envFlag
+	id        string
+	record    string
+}
+
+func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	var f runFlags
+	fs := newFlagSet("run", stderr)
+	f.register(fs)
+	fs.StringVar(&f.image, "image", "base", "image: base, python, or a containerd image reference")
+	fs.Float64Var(&f.cpu, "cpu", 0, "CPU limit in cores (0: unlimited)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit, such as 512m or 2g (empty: unlimited)")
+	fs.Int64Var(&f.pids, "pids", 1024, "limit on processes and threads (0: unlimited)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock timeout, such as 30s (0: none)")
+	fs.StringVar(&f.workspace, "workspace", "", "host directory the step sees (a copy of) at /workspace")
+	fs.Var(&f.env, "env", "environment variable K=V (repeatable)")
+	fs.StringVar(&f.id, "id", "", "step id (default: random)")
+	fs.StringVar(&f.record, "record", "", "write the step's exit record as JSON to this file")
+	if err := parseFlags(fs, args); err != nil {
+		return 0, err
+	}
+	st, err := f.step(fs.Args())
+	if err != nil {
+		return 0, err
+	}
+	logger, err := newLogger(stderr, f.logLevel)
+	if err != nil {
+		return 0, err
+	}
+
+	// Signals cancel the step; the exit record still comes from containerd.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rt, err := agentd.NewRuntime(ctx, f.config(), logger)
+	if err != nil {
+		return 0, err
+	}
+	defer rt.Close()
+	sweepOrphans(ctx, rt, logger)
+
+	rec, err := rt.Run(ctx, st, stdout, stderr)
+	if rec.State == "" {
+		return 0, err
+	}
+	if f.record != "" {
+		if werr := writeRecord(f.record, rec); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "agentd run: %v\n", err)
+	}
+	return exitStatus(rec, stderr), nil
+}
+
+// step builds and checks the step from the flags and the command.
+func (f *runFlags) step(argv []string) (agentd.Step, error) {
+	if len(argv) == 0 {
+		return agentd.Step{}, fmt.Errorf("%w: no command given: agentd run [FLAGS] -- ARGV...", errUsage)
+	}
+	id := f.id
+	if id == "" {
+		var b [6]byte
+		rand.Read(b[:])
+		id = "run-" + hex.EncodeToString(b[:])
+	}
+	st := agentd.Step{
+		ID:      cluster.StepID(id),
+		Image:   bundles.Ref(f.image),
+		Args:    argv,
+		Env:     f.env,
+		Timeout: f.timeout,
+		Limits:  oci.Limits{CPU: f.cpu, Pids: f.pids},
+	}
+	if f.memory != "" {
+		m, err := size.Parse(f.memory)
+		if err != nil {
+			return st, fmt.Errorf("%w: --memory: %v", errUsage, err)
+		}
+		st.Limits.MemoryBytes = m
+	}
+	if f.workspace != "" {
+		abs, err := filepath.Abs(f.workspace)
+		if err != nil {
+			return st, fmt.Errorf("%w: --workspace: %v", errUsage, err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return st, fmt.Errorf("%w: --workspace %s: not a directory", errUsage, f.workspace)
+		}
+		st.Workspace = abs
+	}
+	if err := st.Validate(); err != nil {
+		return st, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return st, nil
+}
+
+// sweepOrphans destroys sandboxes left behind by agents that died.
+func sweepOrphans(ctx context.Context, rt *agentd.Runtime, logger interface {
+	Warn(string, ...any)
+}) {
+	orphans, err := rt.Orphans(ctx)
+	if err != nil {
+		logger.Warn("look for orphaned sandboxes", "error", err)
+		return
+	}
+	for _, o := range orphans {
+		err := o.Sandbox.Destroy(ctx)
+		logger.Warn("found sandbox of a dead agent and destroyed it",
+			"step", o.Sandbox.ID(), "owner", o.Owner, "was_running", o.Running, "error", err)
+	}
+}
+
+func writeRecord(file string, rec cluster.ExitRecord) error {
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write exit record: %w", err)
+	}
+	return nil
+}
+
+// exitStatus is what `agentd run` exits with: the step's own code, 127 when
+// its command was not found, 125 when it failed to start otherwise. Ends
+// other than a plain exit are explained on stderr.
+func exitStatus(rec cluster.ExitRecord, stderr io.Writer) int {
+	switch {
+	case rec.State == cluster.StateFailed:
+		fmt.Fprintf(stderr, "agentd run: step %s failed: %s\n", rec.Step, rec.Reason)
+		if strings.Contains(rec.Reason, "not found") {
+			return exitNotFound
+		}
+		return exitInternal
+	case rec.TerminatedBy != cluster.ByExit:
+		why := rec.Reason
+		if why == "" {
+			why = string(rec.TerminatedBy)
+		}
+		fmt.Fprintf(stderr, "agentd run: step %s ended by %s: %s (exit %d)\n", rec.Step, rec.TerminatedBy, why, rec.ExitCode)
+	}
+	return rec.ExitCode
+}
