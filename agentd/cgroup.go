@@ -2,11 +2,15 @@ package agentd
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // cgroupRoot is where cgroup hierarchies are mounted.
@@ -49,4 +53,26 @@ func readKeyed(file, key string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// removeCgroups removes the sandbox's cgroup directories that the runtime
+// left behind (runsc does not remove them when a sandbox fails to start).
+// A cgroup that still has processes cannot be removed and is reported.
+func (s *Sandbox) removeCgroups() error {
+	cg := s.cgroupPath()
+	ents, err := os.ReadDir(cgroupRoot)
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	dirs := []string{filepath.Join(cgroupRoot, cg)}
+	for _, e := range ents {
+		dirs = append(dirs, filepath.Join(cgroupRoot, e.Name(), cg))
+	}
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -17,6 +17,14 @@ import (
 	"github.com/rodon-compute/rodon/oci"
 )
 
+// ioSettle is how long the output of an exited step may take to end before
+// the pod is stopped to end it.
+const ioSettle = 200 * time.Millisecond
+
+// podExitGrace is how long the pause has to exit by itself after the step
+// before the pod is killed.
+const podExitGrace = 2 * time.Second
+
 // ErrStartFailed wraps the reason a step's command could not be started
 // (a missing binary, a bad working directory).
 var ErrStartFailed = errors.New("step did not start")
@@ -51,12 +59,13 @@ func (s *Sandbox) Start(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("wait for step process: %w", err)
 	}
+	started := time.Now().UTC()
 	if err := p.Start(ctx); err != nil {
 		return fmt.Errorf("%w: %s", ErrStartFailed, startReason(err))
 	}
 	s.mu.Lock()
 	s.exitCh = ch
-	s.phases.Started = time.Now().UTC()
+	s.phases.Started = started
 	s.mu.Unlock()
 	return nil
 }
@@ -143,6 +152,19 @@ func (s *Sandbox) Wait(ctx context.Context) (cluster.ExitRecord, error) {
 		return cluster.ExitRecord{}, fmt.Errorf("wait for step: %w", err)
 	}
 	oom := s.oomKilled()
+	// The step is over. Its output is complete once every writer of it
+	// is gone: usually at once, but a background process the step left
+	// may still hold stdout, so if the output has not ended shortly, end
+	// the pod (and with it everything the step left running) first.
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if !waitIO(p, ioSettle) {
+		if err := s.stopPod(s.rt.nsCtx(ctx), podExitGrace); err != nil {
+			return cluster.ExitRecord{}, fmt.Errorf("stop sandbox after the step: %w", err)
+		}
+		waitIO(p, 10*time.Second)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.phases.Exited = es.ExitTime().UTC()

@@ -44,12 +44,17 @@ type RuntimeConfig struct {
 	// io.containerd.rodon.v1 by default; the stock io.containerd.runsc.v1
 	// works on hosts where root has CAP_SYS_RESOURCE.
 	RuntimeType string
+	// RuntimeConfigPath, if set, is a TOML file of runsc flags
+	// ([runsc_config]) handed to the shim, for example to enable runsc's
+	// debug logs.
+	RuntimeConfigPath string
 	// DataDir holds workspace copies and IO fifos.
 	DataDir string
 	// CgroupParent is the cgroup under which each sandbox gets <parent>/<id>.
 	CgroupParent string
-	// Pause is the command of each sandbox's own long-lived process.
-	Pause []string
+	// PauseBinary is the static binary run as each sandbox's own process
+	// (cmd/rodon-pause, installed by scripts/install-deps).
+	PauseBinary string
 	// KillGrace is how long a step has between SIGTERM and SIGKILL when it
 	// is cancelled; TimeoutGrace the same when it hits its timeout.
 	KillGrace    time.Duration
@@ -65,7 +70,7 @@ func DefaultRuntimeConfig() RuntimeConfig {
 		RuntimeType:  "io.containerd.rodon.v1",
 		DataDir:      "/var/lib/rodon/agentd",
 		CgroupParent: "/rodon",
-		Pause:        []string{"sleep", "infinity"},
+		PauseBinary:  "/opt/rodon/bin/rodon-pause",
 		KillGrace:    10 * time.Second,
 		TimeoutGrace: 500 * time.Millisecond,
 	}
@@ -92,13 +97,14 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig, logger *slog.Logger) (*R
 		return nil, errors.New("runtime config: empty runtime type")
 	case !filepath.IsAbs(cfg.DataDir):
 		return nil, fmt.Errorf("runtime config: data dir %q is not an absolute path", cfg.DataDir)
-	case len(cfg.Pause) == 0:
-		return nil, errors.New("runtime config: empty pause command")
+	}
+	if fi, err := os.Stat(cfg.PauseBinary); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("pause binary %q: not found (install it with scripts/install-deps)", cfg.PauseBinary)
 	}
 	if _, err := os.Stat(cfg.Address); err != nil {
 		return nil, fmt.Errorf("containerd socket %s: %w (is Rodon's containerd running? see scripts/install-deps)", cfg.Address, err)
 	}
-	for _, d := range []string{workspacesDir(cfg), fifoDir(cfg)} {
+	for _, d := range []string{workspacesDir(cfg), fifoDir(cfg), ctlDir(cfg)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
 		}
@@ -135,3 +141,4 @@ func (r *Runtime) nsCtx(ctx context.Context) context.Context {
 
 func workspacesDir(cfg RuntimeConfig) string { return filepath.Join(cfg.DataDir, "workspaces") }
 func fifoDir(cfg RuntimeConfig) string       { return filepath.Join(cfg.DataDir, "fifo") }
+func ctlDir(cfg RuntimeConfig) string        { return filepath.Join(cfg.DataDir, "ctl") }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	runtimeoptions "github.com/containerd/containerd/api/types/runtimeoptions/v1"
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
@@ -40,6 +41,13 @@ type Sandbox struct {
 	// wsDir is the sandbox's copy of the workspace, bind-mounted at
 	// /workspace.
 	wsDir string
+	// ctlDir is bind-mounted read-only at /.rodon/ctl for the pause.
+	ctlDir string
+	// podExit reports the exit of the pod's pause; stopPodWait ends that
+	// wait in Destroy.
+	podExit     <-chan containerd.ExitStatus
+	stopPodWait context.CancelFunc
+	podDone     bool
 
 	mu     sync.Mutex
 	proc   containerd.Process
@@ -77,6 +85,7 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	}
 
 	sb := &Sandbox{rt: r, step: st, wsDir: filepath.Join(workspacesDir(r.cfg), id)}
+	sb.ctlDir = filepath.Join(ctlDir(r.cfg), id)
 	defer func() {
 		if retErr != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -89,6 +98,9 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	if err := os.Mkdir(sb.wsDir, 0o755); err != nil {
 		return sb, fmt.Errorf("create workspace copy: %w", err)
 	}
+	if err := os.Mkdir(sb.ctlDir, 0o755); err != nil {
+		return sb, fmt.Errorf("create control dir: %w", err)
+	}
 	if st.Workspace != "" {
 		if err := treecopy.Copy(st.Workspace, sb.wsDir); err != nil {
 			return sb, fmt.Errorf("copy workspace into sandbox: %w", err)
@@ -97,7 +109,7 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 
 	opts := []oci.SpecOpt{
 		oci.WithPodSandbox(),
-		oci.WithArgs(r.cfg.Pause...),
+		oci.WithPause(r.cfg.PauseBinary, sb.ctlDir),
 		oci.WithEnv(imgEnv),
 		oci.WithWorkspace(sb.wsDir),
 		oci.WithLimits(st.Limits),
@@ -121,8 +133,10 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	}
 	c, err := r.client.NewContainer(ctx, id,
 		containerd.WithImage(img),
-		containerd.WithNewSnapshotView(id, img),
-		containerd.WithRuntime(r.cfg.RuntimeType, nil),
+		// A writable snapshot, though the spec makes the root read-only
+		// for the step: runsc's gofer creates mount points in it.
+		containerd.WithNewSnapshot(id, img),
+		containerd.WithRuntime(r.cfg.RuntimeType, r.runtimeOptions()),
 		containerd.WithSpec(spec),
 		containerd.WithContainerLabels(labels),
 	)
@@ -138,11 +152,23 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 		return sb, fmt.Errorf("create sandbox task %s: %w", id, err)
 	}
 	sb.task = t
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sb.stopPodWait = cancel
+	if sb.podExit, err = t.Wait(wctx); err != nil {
+		return sb, fmt.Errorf("wait for sandbox %s: %w", id, err)
+	}
 	if err := t.Start(ctx); err != nil {
 		return sb, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	sb.phases.Created = time.Now().UTC()
 	return sb, nil
+}
+
+func (r *Runtime) runtimeOptions() any {
+	if r.cfg.RuntimeConfigPath == "" {
+		return nil
+	}
+	return &runtimeoptions.Options{ConfigPath: r.cfg.RuntimeConfigPath}
 }
 
 func imageEnv(ctx context.Context, img containerd.Image) ([]string, error) {
@@ -163,7 +189,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	ctx = s.rt.nsCtx(ctx)
 	var errs []error
 	if s.task != nil {
-		errs = append(errs, s.killPod(ctx))
+		errs = append(errs, s.stopPod(ctx, podExitGrace))
 		s.mu.Lock()
 		proc := s.proc
 		s.mu.Unlock()
@@ -177,62 +203,80 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("delete sandbox task: %w", err))
 		}
 	}
+	if s.stopPodWait != nil {
+		s.stopPodWait()
+	}
 	if s.container != nil {
 		if err := s.container.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete sandbox container: %w", err))
 		}
-	}
-	if s.container != nil {
 		if err := os.RemoveAll(s.fifoDir()); err != nil {
 			errs = append(errs, fmt.Errorf("remove fifo dir: %w", err))
 		}
 	}
-	if s.wsDir != "" {
-		if err := os.RemoveAll(s.wsDir); err != nil {
-			errs = append(errs, fmt.Errorf("remove workspace copy: %w", err))
+	if s.container != nil {
+		errs = append(errs, s.removeCgroups())
+	}
+	for _, d := range []string{s.wsDir, s.ctlDir} {
+		if d == "" {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// killPod kills the pod's init (and so every process in the sandbox) and
-// waits until containerd reports it gone.
-func (s *Sandbox) killPod(ctx context.Context) error {
-	st, err := s.task.Status(ctx)
-	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return nil
+// stopPod ends the pod and waits until containerd reports its pause gone:
+// it asks the pause to exit and, if it has not within grace, kills it
+// (which also kills everything else in the sandbox).
+func (s *Sandbox) stopPod(ctx context.Context, grace time.Duration) error {
+	if s.podExit == nil {
+		// A sandbox found again after a restart: no wait is running.
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		s.stopPodWait = cancel
+		ch, err := s.task.Wait(wctx)
+		if err != nil {
+			if errdefs.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("wait for sandbox: %w", err)
 		}
-		return fmt.Errorf("status of sandbox: %w", err)
+		s.podExit = ch
 	}
-	if st.Status == containerd.Stopped || st.Status == containerd.Created && st.ExitStatus != 0 {
+	if s.podDone {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	ch, err := s.task.Wait(wctx)
-	if err != nil {
-		return fmt.Errorf("wait for sandbox: %w", err)
+	if grace > 0 && s.ctlDir != "" {
+		if err := os.WriteFile(filepath.Join(s.ctlDir, "exit"), nil, 0o644); err != nil {
+			return fmt.Errorf("tell pause to exit: %w", err)
+		}
+		select {
+		case <-s.podExit:
+			s.podDone = true
+			return nil
+		case <-time.After(grace):
+		}
 	}
 	if err := s.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("kill sandbox: %w", err)
 	}
 	select {
-	case es := <-ch:
-		if err := es.Error(); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("wait for sandbox: %w", err)
-		}
-	case <-wctx.Done():
+	case <-s.podExit:
+		s.podDone = true
+	case <-time.After(30 * time.Second):
 		return fmt.Errorf("sandbox did not exit within 30s of SIGKILL")
 	}
 	return nil
 }
 
-// waitIO waits until the process's output is copied or d has passed.
-func waitIO(p containerd.Process, d time.Duration) {
+// waitIO waits until the process's output is copied, for at most d, and
+// reports whether it was.
+func waitIO(p containerd.Process, d time.Duration) bool {
 	pio := p.IO()
 	if pio == nil {
-		return
+		return true
 	}
 	done := make(chan struct{})
 	go func() {
@@ -241,7 +285,8 @@ func waitIO(p containerd.Process, d time.Duration) {
 	}()
 	select {
 	case <-done:
+		return true
 	case <-time.After(d):
-		pio.Cancel()
+		return false
 	}
 }

@@ -21,7 +21,7 @@ func TestSpecGolden(t *testing.T) {
 		{name: "hardened"},
 		{name: "step", opts: []SpecOpt{
 			WithPodSandbox(),
-			WithArgs("sleep", "infinity"),
+			WithPause("/opt/rodon/bin/rodon-pause", "/var/lib/rodon/agentd/ctl/s-1"),
 			WithEnv([]string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}),
 			WithWorkspace("/var/lib/rodon/agentd/workspaces/s-1"),
 			WithLimits(Limits{CPU: 1.5, MemoryBytes: 512 << 20, Pids: 128}),

@@ -105,6 +105,30 @@ func WithCgroupsPath(path string) SpecOpt {
 	return ctroci.WithCgroup(path)
 }
 
+// Where a pod sandbox sees its pause binary and agentd's control directory.
+const (
+	PausePath   = "/run/rodon/pause"
+	ControlPath = "/run/rodon/ctl"
+)
+
+// WithPause makes the host's static pause binary the sandbox's own process,
+// with agentd's control directory ctlDir read-only beside it (see
+// cmd/rodon-pause).
+func WithPause(binary, ctlDir string) SpecOpt {
+	return func(ctx context.Context, cl ctroci.Client, c *containers.Container, s *ctroci.Spec) error {
+		if !filepath.IsAbs(binary) || !filepath.IsAbs(ctlDir) {
+			return fmt.Errorf("pause %q and control dir %q: want absolute paths", binary, ctlDir)
+		}
+		return ctroci.ApplyOpts(ctx, cl, c, s,
+			ctroci.WithMounts([]specs.Mount{
+				{Destination: PausePath, Type: "bind", Source: binary, Options: []string{"rbind", "ro", "nosuid", "nodev"}},
+				{Destination: ControlPath, Type: "bind", Source: ctlDir, Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}},
+			}),
+			ctroci.WithProcessArgs(PausePath),
+		)
+	}
+}
+
 // WithPodSandbox marks the spec as a pod sandbox for gVisor.
 func WithPodSandbox() SpecOpt {
 	return ctroci.WithAnnotations(map[string]string{AnnotationContainerType: ContainerTypeSandbox})

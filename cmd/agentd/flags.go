@@ -13,6 +13,7 @@ import (
 type runtimeFlags struct {
 	containerd  string
 	runtimeType string
+	runscConfig string
 	dataDir     string
 	logLevel    string
 }
@@ -21,6 +22,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet) {
 	d := agentd.DefaultRuntimeConfig()
 	fs.StringVar(&f.containerd, "containerd", d.Address, "containerd socket")
 	fs.StringVar(&f.runtimeType, "runtime", d.RuntimeType, "containerd runtime type of sandboxes")
+	fs.StringVar(&f.runscConfig, "runsc-config", "", "TOML file of runsc flags ([runsc_config]) for the shim")
 	fs.StringVar(&f.dataDir, "data-dir", d.DataDir, "agent data directory")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 }
@@ -30,6 +32,7 @@ func (f *runtimeFlags) config() agentd.RuntimeConfig {
 	c.Address = f.containerd
 	c.RuntimeType = f.runtimeType
 	c.DataDir = f.dataDir
+	c.RuntimeConfigPath = f.runscConfig
 	return c
 }
 
