@@ -14,8 +14,8 @@ import (
 	"fmt"
 
 	"github.com/containerd/containerd/v2/core/containers"
-	ctroci "github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	ctroci "github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 

@@ -40,6 +40,7 @@ type config struct {
 	agentd, ctr         string
 	address, image, rtm string
 	out                 string
+	maxRatio            float64
 }
 
 func main() {
@@ -51,6 +52,7 @@ func main() {
 	flag.StringVar(&c.image, "image", "rodon.local/base:latest", "image")
 	flag.StringVar(&c.rtm, "runtime", "io.containerd.rodon.v1", "containerd runtime")
 	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
+	flag.Float64Var(&c.maxRatio, "max-ratio", 0, "fail if agentd's median create-to-exit-record latency exceeds this multiple of ctr's (0: report only)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "steplatency:", err)
@@ -196,7 +198,14 @@ func run(c config) error {
 	report := render(c.n, agentdS, ctrS, phases, wrongCtr)
 	fmt.Print(report)
 	if c.out != "" {
-		return os.WriteFile(c.out, []byte(report), 0o644)
+		if err := os.WriteFile(c.out, []byte(report), 0o644); err != nil {
+			return err
+		}
+	}
+	toExit := func(s sample) time.Duration { return s.toExit }
+	ratio := float64(quantile(col(agentdS, toExit), .5)) / float64(quantile(col(ctrS, toExit), .5))
+	if c.maxRatio > 0 && ratio > c.maxRatio {
+		return fmt.Errorf("create to exit record: agentd's median is %.2f times ctr's, over the limit of %.2f", ratio, c.maxRatio)
 	}
 	return nil
 }
@@ -253,8 +262,8 @@ func render(n int, agentdS, ctrS []sample, phases [][5]time.Duration, wrongCtr i
 			ms(quantile(c, .5)), ms(quantile(c, .95)), ms(quantile(a, .5)), ms(quantile(a, .95)),
 			float64(quantile(a, .5))/float64(quantile(c, .5)), float64(quantile(a, .95))/float64(quantile(c, .95)))
 	}
-	names := []string{"create (image, workspace copy, snapshot, pod start)", "start (exec)", "first byte (`echo hi`)",
-		"exit (start to containerd's exit)", "cleanup (pod stop, delete, workspace)"}
+	names := []string{"create (image, workspace copy, snapshot, pod start)", "exec set up (before its start)", "start to first byte (`echo hi`)",
+		"start to exit (runsc exec runs `true`)", "cleanup (pod stop, delete, workspace)"}
 	fmt.Fprintf(&b, "\n`agentd run` phases from its exit records:\n\n| phase | median | p95 |\n|---|---|---|\n")
 	for i, name := range names {
 		var c []time.Duration
