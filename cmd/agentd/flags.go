@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/rodon-compute/rodon/agentd"
 )
@@ -34,6 +39,22 @@ func (f *runtimeFlags) config() agentd.RuntimeConfig {
 	c.DataDir = f.dataDir
 	c.RuntimeConfigPath = f.runscConfig
 	return c
+}
+
+// open builds the logger and connects to containerd. Its context ends on
+// SIGINT or SIGTERM; close releases everything.
+func (f *runtimeFlags) open(stderr io.Writer) (ctx context.Context, rt *agentd.Runtime, logger *slog.Logger, close func(), err error) {
+	logger, err = newLogger(stderr, f.logLevel)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	rt, err = agentd.NewRuntime(ctx, f.config(), logger)
+	if err != nil {
+		stop()
+		return nil, nil, nil, nil, err
+	}
+	return ctx, rt, logger, func() { rt.Close(); stop() }, nil
 }
 
 // newFlagSet returns a flag set whose errors come back as errUsage.

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/bundles"
 	"github.com/rodon-compute/rodon/cluster"
 )
@@ -27,17 +22,11 @@ func probeCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if output != "text" && output != "json" {
 		return 0, fmt.Errorf("%w: -o %q: want text or json", errUsage, output)
 	}
-	logger, err := newLogger(stderr, f.logLevel)
+	ctx, rt, _, closeRT, err := f.open(stderr)
 	if err != nil {
 		return 0, err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rt, err := agentd.NewRuntime(ctx, f.config(), logger)
-	if err != nil {
-		return 0, err
-	}
-	defer rt.Close()
+	defer closeRT()
 	h := rt.Probe(ctx, bundles.Ref(image))
 	if output == "json" {
 		b, _ := json.Marshal(h)

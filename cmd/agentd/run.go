@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd"
@@ -56,19 +54,12 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	logger, err := newLogger(stderr, f.logLevel)
-	if err != nil {
-		return 0, err
-	}
-
 	// Signals cancel the step; the exit record still comes from containerd.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rt, err := agentd.NewRuntime(ctx, f.config(), logger)
+	ctx, rt, logger, closeRT, err := f.open(stderr)
 	if err != nil {
 		return 0, err
 	}
-	defer rt.Close()
+	defer closeRT()
 	sweepOrphans(ctx, rt, logger)
 
 	rec, err := rt.Run(ctx, st, stdout, stderr)

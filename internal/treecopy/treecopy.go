@@ -17,15 +17,11 @@ import (
 // files of the same name. Regular files, directories and symbolic links are
 // copied with their permission bits; other file types are skipped.
 func Copy(src, dst string) error {
-	sr, err := os.OpenRoot(src)
+	sr, dr, err := openRoots(src, dst)
 	if err != nil {
-		return fmt.Errorf("open source tree: %w", err)
+		return err
 	}
 	defer sr.Close()
-	dr, err := os.OpenRoot(dst)
-	if err != nil {
-		return fmt.Errorf("open destination tree: %w", err)
-	}
 	defer dr.Close()
 	return fs.WalkDir(sr.FS(), ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -89,15 +85,11 @@ func Mirror(src, dst string) error {
 	if err := Copy(src, dst); err != nil {
 		return err
 	}
-	sr, err := os.OpenRoot(src)
+	sr, dr, err := openRoots(src, dst)
 	if err != nil {
-		return fmt.Errorf("open source tree: %w", err)
+		return err
 	}
 	defer sr.Close()
-	dr, err := os.OpenRoot(dst)
-	if err != nil {
-		return fmt.Errorf("open destination tree: %w", err)
-	}
 	defer dr.Close()
 	var extra []string
 	err = fs.WalkDir(dr.FS(), ".", func(name string, d fs.DirEntry, err error) error {
@@ -121,4 +113,17 @@ func Mirror(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+func openRoots(src, dst string) (sr, dr *os.Root, err error) {
+	sr, err = os.OpenRoot(src)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open source tree: %w", err)
+	}
+	dr, err = os.OpenRoot(dst)
+	if err != nil {
+		sr.Close()
+		return nil, nil, fmt.Errorf("open destination tree: %w", err)
+	}
+	return sr, dr, nil
 }
