@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// CommandType is the first byte of a Raft log entry; the rest is the
+// command as JSON. Types are appended, never renumbered or reused.
+type CommandType uint8
+
+// Command types. A type with IgnorableFlag set may be skipped by a member
+// that does not know it; any other unknown type stops the member, since
+// skipping it would make its state diverge.
+const (
+	CmdRegisterNode  CommandType = 1
+	CmdHeartbeat     CommandType = 2
+	CmdSetNodeState  CommandType = 3
+	CmdSubmitStep    CommandType = 4
+	CmdPlaceStep     CommandType = 5
+	CmdStepPhase     CommandType = 6
+	CmdStepExit      CommandType = 7
+	CmdRequestCancel CommandType = 8
+	CmdConfirmCancel CommandType = 9
+	CmdMarkNodeLost  CommandType = 10
+	CmdExpire        CommandType = 11
+	CmdStepEvents    CommandType = 12
+
+	IgnorableFlag CommandType = 0x80
+)
+
+var commandNames = map[CommandType]string{
+	CmdRegisterNode:  "register_node",
+	CmdHeartbeat:     "heartbeat",
+	CmdSetNodeState:  "set_node_state",
+	CmdSubmitStep:    "submit_step",
+	CmdPlaceStep:     "place_step",
+	CmdStepPhase:     "step_phase",
+	CmdStepExit:      "step_exit",
+	CmdRequestCancel: "request_cancel",
+	CmdConfirmCancel: "confirm_cancel",
+	CmdMarkNodeLost:  "mark_node_lost",
+	CmdExpire:        "expire",
+	CmdStepEvents:    "step_events",
+}
+
+func (t CommandType) String() string {
+	if s, ok := commandNames[t]; ok {
+		return s
+	}
+	return fmt.Sprintf("command_%d", uint8(t))
+}
+
+// Ignorable reports whether a member that does not know t may skip it.
+func (t CommandType) Ignorable() bool { return t&IgnorableFlag != 0 }
+
+// Command is one change to the replicated state. Every time and ID in a
+// command is chosen by the leader before it is logged, so that applying it
+// is deterministic on every member.
+type Command interface {
+	CommandType() CommandType
+}
+
+// Encode returns the log entry of c: its type byte, then c as JSON.
+func Encode(c Command) ([]byte, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", c.CommandType(), err)
+	}
+	return append([]byte{byte(c.CommandType())}, b...), nil
+}

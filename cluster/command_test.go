@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestEncode(t *testing.T) {
+	c := SubmitStep{Step: "s1", Spec: StepSpec{Image: "base", Args: []string{"true"}, CPU: 1, MemoryBytes: 1 << 30},
+		At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	b, err := Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if CommandType(b[0]) != CmdSubmitStep {
+		t.Errorf("Encode() type byte = %d, want %d", b[0], CmdSubmitStep)
+	}
+	var got SubmitStep
+	if err := json.Unmarshal(b[1:], &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(c, got); diff != "" {
+		t.Errorf("decoded payload (-want +got):\n%s", diff)
+	}
+}
+
+// TestCommandTypesStable pins the numbers of the log entry types: they are
+// in every stored Raft log and must never change.
+func TestCommandTypesStable(t *testing.T) {
+	want := map[CommandType]Command{
+		1: RegisterNode{}, 2: Heartbeat{}, 3: SetNodeState{}, 4: SubmitStep{}, 5: PlaceStep{}, 6: StepPhase{},
+		7: StepExit{}, 8: RequestCancel{}, 9: ConfirmCancel{}, 10: MarkNodeLost{}, 11: Expire{}, 12: StepEvents{},
+	}
+	for n, c := range want {
+		if c.CommandType() != n || c.CommandType().Ignorable() {
+			t.Errorf("%T.CommandType() = %d, want %d, not ignorable", c, c.CommandType(), n)
+		}
+	}
+	if len(commandNames) != len(want) {
+		t.Errorf("%d command names, want %d", len(commandNames), len(want))
+	}
+	if !(IgnorableFlag | 13).Ignorable() {
+		t.Errorf("IgnorableFlag|13 is not ignorable")
+	}
+}
+
+func TestStepSpecValidate(t *testing.T) {
+	ok := StepSpec{Image: "base", Args: []string{"true"}, CPU: 0.5, MemoryBytes: 64 << 20, Env: []string{"A=b", "EMPTY="}}
+	for _, tc := range []struct {
+		name    string
+		edit    func(*StepSpec)
+		wantErr string
+	}{
+		{name: "ok", edit: func(*StepSpec) {}},
+		{name: "no image", edit: func(s *StepSpec) { s.Image = "" }, wantErr: "empty image"},
+		{name: "no command", edit: func(s *StepSpec) { s.Args = nil }, wantErr: "empty command"},
+		{name: "zero cpu", edit: func(s *StepSpec) { s.CPU = 0 }, wantErr: "cpu 0"},
+		{name: "nan cpu", edit: func(s *StepSpec) { s.CPU = math.NaN() }, wantErr: "cpu NaN"},
+		{name: "tiny cpu", edit: func(s *StepSpec) { s.CPU = 0.001 }, wantErr: "below the minimum"},
+		{name: "negative memory", edit: func(s *StepSpec) { s.MemoryBytes = -1 }, wantErr: "memory -1"},
+		{name: "negative pids", edit: func(s *StepSpec) { s.Pids = -1 }, wantErr: "pids -1"},
+		{name: "negative timeout", edit: func(s *StepSpec) { s.Timeout = -time.Second }, wantErr: "timeout -1s"},
+		{name: "bad env", edit: func(s *StepSpec) { s.Env = []string{"=x"} }, wantErr: "environment entry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ok
+			tc.edit(&s)
+			err := s.Validate()
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("Validate() = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestStepEventsAndClone(t *testing.T) {
+	var s Step
+	for i := range MaxEvents + 5 {
+		s.AddEvent(Event{Kind: EventWarning, Message: string(rune('a' + i%26))})
+	}
+	if len(s.Events) != MaxEvents || s.EventsDropped != 5 || s.Events[0].Message != "f" {
+		t.Errorf("after %d events: %d kept, %d dropped, first %q; want %d, 5, \"f\"",
+			MaxEvents+5, len(s.Events), s.EventsDropped, s.Events[0].Message, MaxEvents)
+	}
+	code := 1
+	s.ExitCode, s.Cancel, s.Spec.Args = &code, &Cancel{}, []string{"x"}
+	c := s.Clone()
+	*c.ExitCode, c.Cancel.Unverified, c.Spec.Args[0], c.Events[0].Kind = 2, "x", "y", "z"
+	if *s.ExitCode != 1 || s.Cancel.Unverified != "" || s.Spec.Args[0] != "x" || s.Events[0].Kind != EventWarning {
+		t.Errorf("Clone() shares memory with the original")
+	}
+}
+
+func TestMilliCPU(t *testing.T) {
+	for cores, want := range map[float64]int64{0.1: 100, 0.3: 300, 1.5: 1500, 0.0105: 11} {
+		if got := MilliCPU(cores); got != want {
+			t.Errorf("MilliCPU(%v) = %d, want %d", cores, got, want)
+		}
+	}
+}

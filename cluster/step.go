@@ -1,0 +1,181 @@
+package cluster
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// MaxEvents is how many events a step record keeps: the latest ones.
+const MaxEvents = 64
+
+// MaxAttempts is how many times an idempotent step is placed before a
+// lost attempt is final.
+const MaxAttempts = 3
+
+// Event kinds recorded by the scheduler (see exit.go for the agent's).
+const (
+	EventQueued           = "queued"
+	EventPlaced           = "placed"
+	EventStarting         = "starting"
+	EventLost             = "lost"
+	EventRequeued         = "requeued"
+	EventExpired          = "expired"
+	EventCancelRequested  = "cancel_requested"
+	EventCancelConfirmed  = "cancel_confirmed"
+	EventCancelUnverified = "cancel_unverified"
+	// EventLateReport records a report about an attempt the scheduler had
+	// already given up on, such as the exit of a lost step.
+	EventLateReport = "late_report"
+)
+
+// StepSpec is what a step asks for; it does not change after submission.
+type StepSpec struct {
+	// Image is a containerd image reference or a bundle's short name.
+	Image string   `json:"image"`
+	Args  []string `json:"args"`
+	Env   []string `json:"env,omitempty"`
+	// CPU (cores) and MemoryBytes are reserved on the node while the step is
+	// placed, starting or running, and are its limits.
+	CPU         float64 `json:"cpu"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	// Pids caps the step's processes; zero is unlimited.
+	Pids int64 `json:"pids,omitempty"`
+	// Timeout ends the step with terminated_by=timeout; zero is none.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Workspace names the workspace copied into the sandbox.
+	Workspace  string `json:"workspace,omitempty"`
+	NoInternet bool   `json:"no_internet,omitempty"`
+	TTY        bool   `json:"tty,omitempty"`
+	// Idempotent steps are placed again after their node is lost; others
+	// run at most once.
+	Idempotent bool `json:"idempotent"`
+}
+
+// Request is the resources the step reserves.
+func (s StepSpec) Request() Resources {
+	return Resources{CPU: s.CPU, MemoryBytes: s.MemoryBytes}
+}
+
+var stepIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// ValidateStepID reports whether id can name a step (it also names the
+// step's sandbox, so the alphabet is narrow).
+func ValidateStepID(id StepID) error {
+	if !stepIDPattern.MatchString(string(id)) {
+		return fmt.Errorf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", id)
+	}
+	return nil
+}
+
+// Validate reports the first problem that makes the spec unacceptable.
+func (s StepSpec) Validate() error {
+	switch {
+	case s.Image == "":
+		return fmt.Errorf("empty image")
+	case len(s.Args) == 0:
+		return fmt.Errorf("empty command")
+	case !(s.CPU > 0) || math.IsInf(s.CPU, 0):
+		return fmt.Errorf("cpu %v: must be a positive number of cores", s.CPU)
+	case MilliCPU(s.CPU) < 10:
+		return fmt.Errorf("cpu %v: below the minimum of 0.01 cores", s.CPU)
+	case s.MemoryBytes < 16<<20:
+		return fmt.Errorf("memory %d bytes: below the minimum of 16 MiB", s.MemoryBytes)
+	case s.Pids < 0:
+		return fmt.Errorf("pids %d: must not be negative", s.Pids)
+	case s.Timeout < 0:
+		return fmt.Errorf("timeout %v: must not be negative", s.Timeout)
+	}
+	for _, e := range s.Env {
+		if name, _, ok := strings.Cut(e, "="); !ok || name == "" || strings.ContainsRune(e, 0) {
+			return fmt.Errorf("environment entry %q: want NAME=VALUE", e)
+		}
+	}
+	return nil
+}
+
+// Step is the scheduler's record of one step: its spec and where it is in
+// its lifecycle. Node, phases and exit fields describe the current attempt.
+type Step struct {
+	ID    StepID    `json:"id"`
+	Spec  StepSpec  `json:"spec"`
+	State StepState `json:"state"`
+	// Node runs (or ran) the current attempt; empty while queued.
+	Node NodeID `json:"node,omitempty"`
+	// Attempts counts placements of the step, the current one included;
+	// it is 1 until an idempotent step is re-queued after a node loss.
+	Attempts int `json:"attempts"`
+	// ExitCode is set once an exited or cancelled step's process exit was
+	// reported.
+	ExitCode     *int         `json:"exit_code,omitempty"`
+	TerminatedBy TerminatedBy `json:"terminated_by,omitempty"`
+	// Reason explains a failure, a loss or an expiry for people.
+	Reason string  `json:"reason,omitempty"`
+	Cancel *Cancel `json:"cancel,omitempty"`
+	Phases Phases  `json:"phases"`
+	// Events are the latest MaxEvents lifecycle events, oldest first;
+	// EventsDropped counts older ones no longer kept.
+	Events        []Event `json:"events"`
+	EventsDropped int     `json:"events_dropped,omitempty"`
+	CreateIndex   uint64  `json:"create_index"`
+	ModifyIndex   uint64  `json:"modify_index"`
+}
+
+// Cancel is the state of a user's request to cancel a step. A cancel is
+// confirmed only once the runtime reported the step's process gone (or
+// when nothing had started); when its node is lost first it stays
+// unverified, with the reason.
+type Cancel struct {
+	RequestedAt time.Time `json:"requested_at"`
+	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+	Unverified  string    `json:"unverified,omitempty"`
+}
+
+// Pending reports whether the cancel is neither confirmed nor unverified.
+func (c *Cancel) Pending() bool {
+	return c != nil && c.ConfirmedAt.IsZero() && c.Unverified == ""
+}
+
+// Live reports whether the step holds a reservation on its node: it is
+// placed, starting or running.
+func (s *Step) Live() bool {
+	switch s.State {
+	case StatePlaced, StateStarting, StateRunning:
+		return true
+	}
+	return false
+}
+
+// AddEvent appends e, dropping the oldest event past MaxEvents.
+func (s *Step) AddEvent(e Event) {
+	s.Events = append(s.Events, e)
+	if n := len(s.Events) - MaxEvents; n > 0 {
+		s.Events = slices.Delete(s.Events, 0, n)
+		s.EventsDropped += n
+	}
+}
+
+// Clone returns a deep copy of s.
+func (s Step) Clone() Step {
+	s.Spec.Args = slices.Clone(s.Spec.Args)
+	s.Spec.Env = slices.Clone(s.Spec.Env)
+	s.Events = slices.Clone(s.Events)
+	if s.ExitCode != nil {
+		c := *s.ExitCode
+		s.ExitCode = &c
+	}
+	if s.Cancel != nil {
+		c := *s.Cancel
+		s.Cancel = &c
+	}
+	return s
+}
+
+// StepAttempt names one attempt of a step.
+type StepAttempt struct {
+	Step    StepID `json:"step"`
+	Attempt int    `json:"attempt"`
+}

@@ -1,0 +1,215 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+var nodeIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+func validateHealth(h cluster.Health) error {
+	switch {
+	case h.State == cluster.NodeReady:
+		return nil
+	case h.State == cluster.NodeDegraded && len(h.Reasons) > 0:
+		return nil
+	case h.State == cluster.NodeDegraded:
+		return fmt.Errorf("health degraded without a reason: %w", ErrInvalid)
+	}
+	return fmt.Errorf("health state %q: want ready or degraded: %w", h.State, ErrInvalid)
+}
+
+// liveState is the state of a node that is not down.
+func liveState(n *cluster.Node) cluster.NodeState {
+	switch {
+	case n.Drain != nil:
+		return cluster.NodeDraining
+	case n.Health.State == cluster.NodeDegraded:
+		return cluster.NodeDegraded
+	}
+	return cluster.NodeReady
+}
+
+func (st *State) node(id cluster.NodeID) (*cluster.Node, error) {
+	n, ok := st.nodes[id]
+	if !ok {
+		return nil, fmt.Errorf("node %s: %w", id, ErrNotFound)
+	}
+	c := n.Clone()
+	return &c, nil
+}
+
+func (st *State) applyRegisterNode(idx uint64, c *cluster.RegisterNode) any {
+	switch {
+	case !nodeIDPattern.MatchString(string(c.Node)):
+		return fmt.Errorf("node id %q: want 1-63 characters of a-z, 0-9, '.', '-' and '_': %w", c.Node, ErrInvalid)
+	case !c.Address.IsValid():
+		return fmt.Errorf("node %s: no address: %w", c.Node, ErrInvalid)
+	case !(c.Capacity.CPU > 0) || c.Capacity.MemoryBytes <= 0:
+		return fmt.Errorf("node %s: capacity %g cores, %d bytes: must be positive: %w",
+			c.Node, c.Capacity.CPU, c.Capacity.MemoryBytes, ErrInvalid)
+	case c.MaxStarting < 0:
+		return fmt.Errorf("node %s: negative start concurrency %d: %w", c.Node, c.MaxStarting, ErrInvalid)
+	}
+	if err := validateHealth(c.Health); err != nil {
+		return fmt.Errorf("node %s: %w", c.Node, err)
+	}
+	n := &cluster.Node{ID: c.Node, CreateIndex: idx}
+	if old, ok := st.nodes[c.Node]; ok {
+		cl := old.Clone()
+		n = &cl
+	}
+	n.Address = c.Address
+	n.Capacity = c.Capacity
+	n.Labels = c.Labels
+	n.Health = c.Health
+	n.MaxStarting = cmp.Or(c.MaxStarting, cluster.DefaultMaxStarting)
+	n.Registered = c.At
+	n.LastHeartbeat = c.At
+	n.DownSince, n.DownReason = time.Time{}, ""
+	n.State = liveState(n)
+	n.ModifyIndex = idx
+	st.nodes[n.ID] = n
+	return nil
+}
+
+func (st *State) applyHeartbeat(idx uint64, c *cluster.Heartbeat) any {
+	n, err := st.node(c.Node)
+	if err != nil {
+		return err
+	}
+	if err := validateHealth(c.Health); err != nil {
+		return fmt.Errorf("node %s: %w", c.Node, err)
+	}
+	n.Health = c.Health
+	n.LastHeartbeat = c.At
+	n.DownSince, n.DownReason = time.Time{}, ""
+	n.State = liveState(n)
+	n.ModifyIndex = idx
+	st.nodes[n.ID] = n
+
+	res := &cluster.HeartbeatResult{}
+	for _, a := range c.Running {
+		s, ok := st.steps[a.Step]
+		if !ok || s.Node != c.Node || s.Attempts != a.Attempt || !s.Live() {
+			res.Unwanted = append(res.Unwanted, a)
+		}
+	}
+	slices.SortFunc(res.Unwanted, func(a, b cluster.StepAttempt) int {
+		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Attempt, b.Attempt))
+	})
+	return res
+}
+
+func (st *State) applySetNodeState(idx uint64, c *cluster.SetNodeState) any {
+	if c.State == cluster.NodeDown {
+		reason := strings.Join(c.Reasons, "; ")
+		if reason == "" {
+			reason = "declared down by an operator"
+		}
+		return st.markLost(idx, c.Node, reason, c.At)
+	}
+	n, err := st.node(c.Node)
+	if err != nil {
+		return err
+	}
+	switch c.State {
+	case cluster.NodeDraining:
+		d := &cluster.Drain{RequestedAt: c.At, Deadline: c.Deadline}
+		if n.Drain != nil {
+			d.RequestedAt = n.Drain.RequestedAt
+		}
+		n.Drain = d
+	case cluster.NodeReady:
+		n.Drain = nil
+	case cluster.NodeDegraded:
+		h := cluster.Health{State: cluster.NodeDegraded, Reasons: c.Reasons}
+		if err := validateHealth(h); err != nil {
+			return fmt.Errorf("node %s: %w", c.Node, err)
+		}
+		n.Health = h
+	default:
+		return fmt.Errorf("node %s: state %q: want ready, degraded, draining or down: %w", c.Node, c.State, ErrInvalid)
+	}
+	if n.State != cluster.NodeDown {
+		n.State = liveState(n)
+	}
+	n.ModifyIndex = idx
+	st.nodes[n.ID] = n
+	return nil
+}
+
+func (st *State) applyMarkNodeLost(idx uint64, c *cluster.MarkNodeLost) any {
+	reason := c.Reason
+	if reason == "" {
+		reason = "stopped answering"
+	}
+	return st.markLost(idx, c.Node, reason, c.At)
+}
+
+// markLost declares node down and ends its live steps (see
+// cluster.MarkNodeLost). A node already down is left as it is.
+func (st *State) markLost(idx uint64, id cluster.NodeID, reason string, at time.Time) any {
+	n, err := st.node(id)
+	if err != nil {
+		return err
+	}
+	if n.State == cluster.NodeDown {
+		return nil
+	}
+	n.State = cluster.NodeDown
+	n.DownSince, n.DownReason = at, reason
+	n.ModifyIndex = idx
+	st.nodes[id] = n
+
+	ids := make([]cluster.StepID, 0, len(st.live[id]))
+	for sid := range st.live[id] {
+		ids = append(ids, sid)
+	}
+	slices.Sort(ids)
+	for _, sid := range ids {
+		old := st.steps[sid]
+		s := cloneStep(old)
+		s.ModifyIndex = idx
+		lost := fmt.Sprintf("node %s lost (%s) with attempt %d %s", id, reason, s.Attempts, s.State)
+		if s.Spec.Idempotent && s.Cancel == nil && s.Attempts < cluster.MaxAttempts {
+			s.AddEvent(event(at, cluster.EventRequeued, "%s; re-queued as attempt %d", lost, s.Attempts+1))
+			s.State, s.Node = cluster.StateQueued, ""
+			s.Attempts++
+			s.Phases = cluster.Phases{Queued: at}
+			st.putStep(old, s)
+			continue
+		}
+		s.State, s.TerminatedBy = cluster.StateLost, cluster.ByNodeLost
+		switch {
+		case s.Cancel != nil:
+			s.Reason = lost + "; not re-run: a cancel was requested"
+		case !s.Spec.Idempotent:
+			s.Reason = lost + "; not re-run: the step is not idempotent (at most once)"
+		default:
+			s.Reason = fmt.Sprintf("%s; not re-run: %d attempts made", lost, s.Attempts)
+		}
+		s.AddEvent(event(at, cluster.EventLost, "%s", s.Reason))
+		if s.Cancel.Pending() {
+			s.Cancel.Unverified = fmt.Sprintf("node %s is down: the step's process could not be confirmed gone", id)
+			s.AddEvent(event(at, cluster.EventCancelUnverified, "%s", s.Cancel.Unverified))
+		}
+		st.putStep(old, s)
+	}
+	return nil
+}
+
+func cloneStep(s *cluster.Step) *cluster.Step {
+	c := s.Clone()
+	return &c
+}
+
+func event(at time.Time, kind, format string, args ...any) cluster.Event {
+	return cluster.Event{Time: at, Kind: kind, Message: fmt.Sprintf(format, args...)}
+}

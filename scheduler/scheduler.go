@@ -1,0 +1,34 @@
+// Package scheduler is the replicated core of Rodon's scheduler: the Raft
+// state machine that holds nodes and steps (FSM, State), the placement
+// policy (Place), and the Raft member that replicates the state (Raft).
+//
+// Writes are cluster.Commands: the leader chooses every time and ID, encodes
+// the command as a log entry and applies it through Raft.Apply; every member
+// applies the same entries in the same order to its FSM. Reads go to a
+// member's State, which is as fresh as that member's applied index.
+package scheduler
+
+import "errors"
+
+// Business errors that applying a command can return. They come back from
+// Raft.Apply wrapped with the step or node concerned; check them with
+// errors.Is.
+var (
+	// ErrNotFound: no such node or step.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a step with that ID was already submitted.
+	ErrExists = errors.New("already exists")
+	// ErrInvalid: the command's content is unacceptable (bad spec,
+	// negative resources, unknown state).
+	ErrInvalid = errors.New("invalid")
+	// ErrTerminal: the step already reached a terminal state.
+	ErrTerminal = errors.New("step already terminal")
+	// ErrTransition: the step's lifecycle does not allow the change now,
+	// such as queued -> exited.
+	ErrTransition = errors.New("illegal transition")
+	// ErrStale: a report about an attempt or node that is not the step's
+	// current one.
+	ErrStale = errors.New("stale report")
+	// ErrUnavailable: the node cannot take steps (not ready).
+	ErrUnavailable = errors.New("node unavailable")
+)

@@ -1,0 +1,93 @@
+package scheduler
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// snapshotVersion is the format of a persisted snapshot.
+const snapshotVersion = 1
+
+// snapshotData is a persisted snapshot: the records sorted by ID, as JSON.
+type snapshotData struct {
+	Version int             `json:"version"`
+	Index   uint64          `json:"index"`
+	Nodes   []*cluster.Node `json:"nodes"`
+	Steps   []*cluster.Step `json:"steps"`
+}
+
+// fsmSnapshot holds pointers to the records as they were when it was taken;
+// records are never modified in place, so it needs no copy.
+type fsmSnapshot struct {
+	data snapshotData
+}
+
+// Snapshot captures the state for Raft. It only collects pointers; Persist,
+// which Raft calls on another goroutine while Apply goes on, does the I/O.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	st := f.st
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	d := snapshotData{
+		Version: snapshotVersion,
+		Index:   st.index,
+		Nodes:   make([]*cluster.Node, 0, len(st.nodes)),
+		Steps:   make([]*cluster.Step, 0, len(st.steps)),
+	}
+	for _, n := range st.nodes {
+		d.Nodes = append(d.Nodes, n)
+	}
+	for _, s := range st.steps {
+		d.Steps = append(d.Steps, s)
+	}
+	return &fsmSnapshot{data: d}, nil
+}
+
+// Persist writes the snapshot to sink and closes it, or cancels it on error.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	d := s.data
+	slices.SortFunc(d.Nodes, func(a, b *cluster.Node) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(d.Steps, func(a, b *cluster.Step) int { return cmp.Compare(a.ID, b.ID) })
+	if err := json.NewEncoder(sink).Encode(d); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release does nothing: the snapshot holds no resources.
+func (s *fsmSnapshot) Release() {}
+
+// Restore replaces the state with the snapshot read from rc, and closes rc.
+// The applied index never goes back: a restored snapshot older than the
+// state keeps the current index, and WaitIndex callers wake up.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var d snapshotData
+	if err := json.NewDecoder(rc).Decode(&d); err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	if d.Version != snapshotVersion {
+		return fmt.Errorf("restore snapshot: version %d, want %d", d.Version, snapshotVersion)
+	}
+	fresh := newState()
+	for _, n := range d.Nodes {
+		fresh.nodes[n.ID] = n
+	}
+	for _, s := range d.Steps {
+		fresh.putStep(nil, s)
+	}
+	st := f.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.nodes, st.steps, st.live, st.usage, st.queued = fresh.nodes, fresh.steps, fresh.live, fresh.usage, fresh.queued
+	st.advance(d.Index)
+	return nil
+}

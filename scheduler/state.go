@@ -1,0 +1,230 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// State is one member's copy of the replicated state. The FSM writes it;
+// any goroutine may read it through its getters, which return deep copies.
+// Stored records are never modified in place: an apply replaces a record
+// with a changed copy, so a snapshot can hold the old pointers.
+type State struct {
+	mu sync.RWMutex
+	// index is the Raft index of the last applied entry.
+	index uint64
+	// changed is closed and replaced after each apply (see WaitIndex).
+	changed chan struct{}
+	nodes   map[cluster.NodeID]*cluster.Node
+	steps   map[cluster.StepID]*cluster.Step
+	// live holds the placed, starting and running steps of each node, and
+	// usage their reservations.
+	live  map[cluster.NodeID]map[cluster.StepID]struct{}
+	usage map[cluster.NodeID]Usage
+	// queued holds the queued steps.
+	queued map[cluster.StepID]struct{}
+}
+
+func newState() *State {
+	return &State{
+		changed: make(chan struct{}),
+		nodes:   make(map[cluster.NodeID]*cluster.Node),
+		steps:   make(map[cluster.StepID]*cluster.Step),
+		live:    make(map[cluster.NodeID]map[cluster.StepID]struct{}),
+		usage:   make(map[cluster.NodeID]Usage),
+		queued:  make(map[cluster.StepID]struct{}),
+	}
+}
+
+// putStep stores s in place of old (nil for a new step) and keeps the
+// indexes current. The caller holds mu for writing and does not modify s
+// afterwards.
+func (st *State) putStep(old, s *cluster.Step) {
+	if old != nil {
+		st.indexStep(old, -1)
+	}
+	st.steps[s.ID] = s
+	st.indexStep(s, 1)
+}
+
+func (st *State) indexStep(s *cluster.Step, sign int) {
+	if s.State == cluster.StateQueued {
+		if sign > 0 {
+			st.queued[s.ID] = struct{}{}
+		} else {
+			delete(st.queued, s.ID)
+		}
+	}
+	if !s.Live() {
+		return
+	}
+	set := st.live[s.Node]
+	if set == nil {
+		set = make(map[cluster.StepID]struct{})
+		st.live[s.Node] = set
+	}
+	u := st.usage[s.Node]
+	u.add(s, sign)
+	if sign > 0 {
+		set[s.ID] = struct{}{}
+	} else {
+		delete(set, s.ID)
+	}
+	if len(set) == 0 {
+		delete(st.live, s.Node)
+		delete(st.usage, s.Node)
+	} else {
+		st.usage[s.Node] = u
+	}
+}
+
+// Index returns the Raft index of the last entry applied to the state. It
+// only grows.
+func (st *State) Index() uint64 {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.index
+}
+
+// WaitIndex blocks until the applied index is greater than after, and
+// returns it; or returns ctx's error. It is the long poll of agents and
+// watchers: read, remember Index, WaitIndex(ctx, index), read again.
+func (st *State) WaitIndex(ctx context.Context, after uint64) (uint64, error) {
+	for {
+		st.mu.RLock()
+		idx, ch := st.index, st.changed
+		st.mu.RUnlock()
+		if idx > after {
+			return idx, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return idx, ctx.Err()
+		}
+	}
+}
+
+// advance records idx as applied and wakes WaitIndex callers. The caller
+// holds mu for writing.
+func (st *State) advance(idx uint64) {
+	if idx > st.index {
+		st.index = idx
+	}
+	close(st.changed)
+	st.changed = make(chan struct{})
+}
+
+// Node returns the node with the given ID.
+func (st *State) Node(id cluster.NodeID) (cluster.Node, bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	n, ok := st.nodes[id]
+	if !ok {
+		return cluster.Node{}, false
+	}
+	return n.Clone(), true
+}
+
+// Nodes returns all nodes, ordered by ID.
+func (st *State) Nodes() []cluster.Node {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.nodeList()
+}
+
+func (st *State) nodeList() []cluster.Node {
+	out := make([]cluster.Node, 0, len(st.nodes))
+	for _, n := range st.nodes {
+		out = append(out, n.Clone())
+	}
+	slices.SortFunc(out, func(a, b cluster.Node) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Usage returns the reservations of the live steps on each node; a node
+// without live steps has no entry.
+func (st *State) Usage() map[cluster.NodeID]Usage {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	out := make(map[cluster.NodeID]Usage, len(st.usage))
+	for id, u := range st.usage {
+		out[id] = u
+	}
+	return out
+}
+
+// Placement returns the input of Place as of one index: the nodes and
+// their reservations.
+func (st *State) Placement() (nodes []cluster.Node, used map[cluster.NodeID]Usage, index uint64) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	used = make(map[cluster.NodeID]Usage, len(st.usage))
+	for id, u := range st.usage {
+		used[id] = u
+	}
+	return st.nodeList(), used, st.index
+}
+
+// Step returns the step with the given ID.
+func (st *State) Step(id cluster.StepID) (cluster.Step, bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	s, ok := st.steps[id]
+	if !ok {
+		return cluster.Step{}, false
+	}
+	return s.Clone(), true
+}
+
+// StepFilter selects steps; a zero field selects all.
+type StepFilter struct {
+	State cluster.StepState
+	Node  cluster.NodeID
+}
+
+// Steps returns the steps that match f, oldest submission first.
+func (st *State) Steps(f StepFilter) []cluster.Step {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	var out []cluster.Step
+	match := func(s *cluster.Step) {
+		if (f.State == "" || s.State == f.State) && (f.Node == "" || s.Node == f.Node) {
+			out = append(out, s.Clone())
+		}
+	}
+	if f.State == cluster.StateQueued {
+		for id := range st.queued {
+			match(st.steps[id])
+		}
+	} else {
+		for _, s := range st.steps {
+			match(s)
+		}
+	}
+	sortSteps(out)
+	return out
+}
+
+// Assignments returns the placed, starting and running steps of a node,
+// oldest submission first: what its agent should be running.
+func (st *State) Assignments(node cluster.NodeID) []cluster.Step {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	out := make([]cluster.Step, 0, len(st.live[node]))
+	for id := range st.live[node] {
+		out = append(out, st.steps[id].Clone())
+	}
+	sortSteps(out)
+	return out
+}
+
+func sortSteps(s []cluster.Step) {
+	slices.SortFunc(s, func(a, b cluster.Step) int {
+		return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
+	})
+}
