@@ -2,8 +2,11 @@ package agentd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
+	"strconv"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
@@ -44,10 +47,12 @@ func (r *Runtime) Orphans(ctx context.Context) ([]Orphan, error) {
 		if owner == r.owner || ownerAlive(owner) {
 			continue
 		}
+		attempt, _ := strconv.Atoi(labels[LabelAttempt])
 		sb := &Sandbox{
 			rt:        r,
-			step:      Step{ID: cluster.StepID(labels[LabelStep]), Workspace: labels[LabelWorkspace]},
+			step:      Step{ID: cluster.StepID(labels[LabelStep]), Workspace: labels[LabelWorkspace], Attempt: attempt},
 			wsDir:     filepath.Join(workspacesDir(r.cfg), c.ID()),
+			ctlDir:    filepath.Join(ctlDir(r.cfg), c.ID()),
 			container: c,
 		}
 		o := Orphan{Sandbox: sb, Owner: owner}
@@ -66,3 +71,26 @@ func (r *Runtime) Orphans(ctx context.Context) ([]Orphan, error) {
 	}
 	return out, nil
 }
+
+// Resume makes an orphan's Wait report its step's exit again (the exit
+// status is kept by the shim until the process is deleted). Output the step
+// writes from now on is not collected.
+func (s *Sandbox) Resume(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return errors.New("resume: the step's process is gone")
+	}
+	ch, err := s.proc.Wait(context.WithoutCancel(s.rt.nsCtx(ctx)))
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	s.exitCh = ch
+	s.stdout = &countingWriter{w: io.Discard}
+	s.stderr = &countingWriter{w: io.Discard}
+	return nil
+}
+
+// Step returns what the sandbox knows of its step (from its labels, for an
+// orphan).
+func (s *Sandbox) Step() Step { return s.step }

@@ -32,6 +32,7 @@ const (
 	LabelStep      = "rodon.step"
 	LabelOwner     = "rodon.owner"
 	LabelWorkspace = "rodon.workspace"
+	LabelAttempt   = "rodon.attempt"
 )
 
 // RuntimeConfig configures the containerd runtime layer.

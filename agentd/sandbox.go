@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -130,6 +131,9 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	}
 	if st.Workspace != "" {
 		labels[LabelWorkspace] = st.Workspace
+	}
+	if st.Attempt > 0 {
+		labels[LabelAttempt] = strconv.Itoa(st.Attempt)
 	}
 	c, err := r.client.NewContainer(ctx, id,
 		containerd.WithImage(img),

@@ -24,6 +24,8 @@ type Step struct {
 	Limits    oci.Limits
 	// Timeout ends the step with terminated_by=timeout; zero means none.
 	Timeout time.Duration
+	// Attempt is the scheduler's attempt number (zero for `agentd run`).
+	Attempt int
 	// NetNS is the path of the network namespace to run in (netpolicy);
 	// empty gives the sandbox a fresh namespace with no interfaces.
 	NetNS string

@@ -1,0 +1,237 @@
+package agentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/rodon-compute/rodon/agentd/logstore"
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// Scheduler is what the agent needs of the scheduler's agent API (see
+// docs/PROTOCOL.md); scheduler/client implements it.
+type Scheduler interface {
+	Register(ctx context.Context, req cluster.RegisterNode) (cluster.Node, error)
+	Heartbeat(ctx context.Context, req cluster.Heartbeat) (cluster.HeartbeatResult, error)
+	Assignments(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (uint64, []cluster.Step, error)
+	StepPhase(ctx context.Context, req cluster.StepPhase) error
+	StepEvents(ctx context.Context, req cluster.StepEvents) error
+	StepExit(ctx context.Context, req cluster.StepExit) error
+	ConfirmCancel(ctx context.Context, req cluster.ConfirmCancel) error
+}
+
+// AgentConfig configures `agentd serve`.
+type AgentConfig struct {
+	Node cluster.NodeID
+	// Address is where this agent serves step streams, as the scheduler
+	// tells clients.
+	Address  netip.AddrPort
+	Capacity cluster.Resources
+	Labels   map[string]string
+	// MaxStarting caps the steps starting at once on this node.
+	MaxStarting int
+	// Heartbeat is the interval between heartbeats; the scheduler's node
+	// TTL must be a few of them.
+	Heartbeat time.Duration
+	// ProbeImage is the canary image of the capability probe.
+	ProbeImage string
+	// WorkspaceRoot holds the workspaces steps name; a step's workspace
+	// is WorkspaceRoot/<name>.
+	WorkspaceRoot string
+	// PollWait is how long one assignments long poll may block.
+	PollWait time.Duration
+}
+
+// DefaultAgentConfig returns the defaults of `agentd serve`.
+func DefaultAgentConfig() AgentConfig {
+	return AgentConfig{
+		MaxStarting: cluster.DefaultMaxStarting,
+		Heartbeat:   2 * time.Second,
+		ProbeImage:  "rodon.local/base:latest",
+		PollWait:    30 * time.Second,
+	}
+}
+
+// Agent is one node's agent: it registers, heartbeats, receives its
+// assignments by long poll, runs each step in a sandbox through the
+// Runtime, streams output into the log store, and reports phases and
+// exits. Create it with NewAgent and run it with Run.
+type Agent struct {
+	cfg    AgentConfig
+	rt     *Runtime
+	sched  Scheduler
+	logs   *logstore.Store
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	health cluster.Health
+	// steps are the attempts this agent runs, by step id.
+	steps map[cluster.StepID]*stepRun
+	// done holds attempts that ran here, so that none runs twice.
+	done map[cluster.StepAttempt]bool
+	wg   sync.WaitGroup
+}
+
+// NewAgent wires an agent; it starts nothing.
+func NewAgent(cfg AgentConfig, rt *Runtime, sched Scheduler, logs *logstore.Store, logger *slog.Logger) (*Agent, error) {
+	switch {
+	case cluster.ValidateStepID(cluster.StepID(cfg.Node)) != nil:
+		return nil, fmt.Errorf("agent config: node id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", cfg.Node)
+	case !cfg.Address.IsValid():
+		return nil, errors.New("agent config: no stream address")
+	case cfg.Heartbeat <= 0:
+		return nil, fmt.Errorf("agent config: heartbeat interval %v must be positive", cfg.Heartbeat)
+	case cfg.WorkspaceRoot == "":
+		return nil, errors.New("agent config: no workspace root")
+	}
+	return &Agent{
+		cfg:    cfg,
+		rt:     rt,
+		sched:  sched,
+		logs:   logs,
+		logger: logger.With("component", "agent", "node", cfg.Node),
+		steps:  map[cluster.StepID]*stepRun{},
+		done:   map[cluster.StepAttempt]bool{},
+	}, nil
+}
+
+// Run probes the node, registers it, and then heartbeats and runs its
+// assignments until ctx ends. On return no goroutine of the agent is left;
+// sandboxes of running steps are left to containerd, and a restarted agent
+// finds them again.
+func (a *Agent) Run(ctx context.Context) error {
+	a.health = a.rt.Probe(ctx, a.cfg.ProbeImage)
+	if a.health.State != cluster.NodeReady {
+		a.logger.Warn("node degraded", "reasons", a.health.Reasons)
+	}
+	if err := a.register(ctx); err != nil {
+		return err
+	}
+	a.adoptOrphans(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
+	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
+	wg.Wait()
+	a.wg.Wait()
+	return nil
+}
+
+func (a *Agent) register(ctx context.Context) error {
+	req := cluster.RegisterNode{
+		Node: a.cfg.Node, Address: a.cfg.Address, Capacity: a.cfg.Capacity,
+		Labels: a.cfg.Labels, Health: a.health, MaxStarting: a.cfg.MaxStarting,
+	}
+	for {
+		_, err := a.sched.Register(ctx, req)
+		if err == nil {
+			a.logger.Info("registered", "state", a.health.State)
+			return nil
+		}
+		a.logger.Warn("register with the scheduler", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(a.cfg.Heartbeat):
+		}
+	}
+}
+
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := a.sched.Heartbeat(ctx, cluster.Heartbeat{Node: a.cfg.Node, Health: a.health, Running: a.running()})
+		if err != nil {
+			if ctx.Err() == nil {
+				a.logger.Warn("heartbeat", "error", err)
+			}
+			continue
+		}
+		for _, u := range res.Unwanted {
+			a.abandon(u)
+		}
+	}
+}
+
+// running lists the attempts this agent still has a sandbox for.
+func (a *Agent) running() []cluster.StepAttempt {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]cluster.StepAttempt, 0, len(a.steps))
+	for _, r := range a.steps {
+		out = append(out, cluster.StepAttempt{Step: r.id, Attempt: r.attempt})
+	}
+	return out
+}
+
+func (a *Agent) assignmentLoop(ctx context.Context) {
+	var index uint64
+	for ctx.Err() == nil {
+		next, steps, err := a.sched.Assignments(ctx, a.cfg.Node, index, a.cfg.PollWait)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.logger.Warn("watch assignments", "error", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(a.cfg.Heartbeat):
+				}
+			}
+			continue
+		}
+		index = next
+		for _, st := range steps {
+			a.apply(ctx, st)
+		}
+	}
+}
+
+// apply acts on one assigned step: starts it if new, cancels it if the
+// scheduler asks.
+func (a *Agent) apply(ctx context.Context, st cluster.Step) {
+	a.mu.Lock()
+	r, ok := a.steps[st.ID]
+	key := cluster.StepAttempt{Step: st.ID, Attempt: st.Attempts}
+	if !ok && st.State == cluster.StatePlaced && st.Node == a.cfg.Node && !a.done[key] {
+		a.done[key] = true
+		r = newStepRun(a, st)
+		a.steps[st.ID] = r
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			r.run(ctx)
+		}()
+	}
+	a.mu.Unlock()
+	if r != nil && r.attempt == st.Attempts && st.Cancel.Pending() {
+		r.cancel()
+	}
+}
+
+// abandon kills and cleans up an attempt the scheduler no longer wants,
+// without reporting on it.
+func (a *Agent) abandon(u cluster.StepAttempt) {
+	a.mu.Lock()
+	r, ok := a.steps[u.Step]
+	a.mu.Unlock()
+	if ok && r.attempt == u.Attempt {
+		a.logger.Info("scheduler no longer wants step; stopping it", "step", u.Step, "attempt", u.Attempt)
+		r.abandon()
+	}
+}
+
+func (a *Agent) forget(id cluster.StepID) {
+	a.mu.Lock()
+	delete(a.steps, id)
+	a.mu.Unlock()
+}

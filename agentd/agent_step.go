@@ -1,0 +1,234 @@
+package agentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rodon-compute/rodon/agentd/logstore"
+	"github.com/rodon-compute/rodon/bundles"
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/treecopy"
+	"github.com/rodon-compute/rodon/oci"
+)
+
+// A stepRun is one attempt of a step on this node, from assignment to
+// cleanup. Its run goroutine is the only one that touches the sandbox's
+// lifecycle; cancel and abandon only signal it.
+type stepRun struct {
+	a       *Agent
+	id      cluster.StepID
+	attempt int
+	spec    cluster.StepSpec
+
+	mu        sync.Mutex
+	stop      chan struct{} // closed by cancel or abandon
+	why       cluster.TerminatedBy
+	abandoned bool
+}
+
+func newStepRun(a *Agent, st cluster.Step) *stepRun {
+	return &stepRun{a: a, id: st.ID, attempt: st.Attempts, spec: st.Spec, stop: make(chan struct{})}
+}
+
+func (r *stepRun) signal(why cluster.TerminatedBy, abandon bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.why != "" {
+		return
+	}
+	r.why, r.abandoned = why, abandon
+	close(r.stop)
+}
+
+func (r *stepRun) cancel()  { r.signal(cluster.ByUser, false) }
+func (r *stepRun) abandon() { r.signal(cluster.ByPlatform, true) }
+
+func (r *stepRun) stopped() (cluster.TerminatedBy, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.why, r.abandoned
+}
+
+// run takes the attempt from placed to cleaned up. If ctx ends (the agent
+// stops) while the step runs, run returns and leaves the sandbox to the
+// next agent.
+func (r *stepRun) run(ctx context.Context) {
+	defer r.a.forget(r.id)
+	logger := r.a.logger.With("step", r.id, "attempt", r.attempt)
+	r.a.logs.Remove(r.id) // an earlier attempt's log on this node
+	lg, err := r.a.logs.Create(r.id)
+	if err != nil {
+		r.finish(ctx, nil, nil, failedRecord(r.id, fmt.Errorf("create output log: %w", err)))
+		return
+	}
+	defer lg.Close()
+	r.phase(ctx, cluster.StateStarting, cluster.Phases{})
+	st, err := r.step()
+	if err != nil {
+		r.finish(ctx, lg, nil, failedRecord(r.id, err))
+		return
+	}
+	sb, err := r.a.rt.Create(ctx, st)
+	if err != nil {
+		r.finish(ctx, lg, nil, failedRecord(r.id, err))
+		return
+	}
+	r.phase(ctx, "", cluster.Phases{Created: sb.phases.Created})
+	if err := sb.Start(ctx, lg.Stdout(), lg.Stderr()); err != nil {
+		rec := failedRecord(r.id, err)
+		rec.Phases.Created = sb.phases.Created
+		r.finish(ctx, lg, sb, rec)
+		return
+	}
+	r.phase(ctx, cluster.StateRunning, cluster.Phases{Started: sb.phases.Started})
+	rec, err := r.wait(ctx, sb)
+	if err != nil {
+		if ctx.Err() != nil {
+			logger.Info("agent stopping; the step's sandbox stays for the next agent")
+			return
+		}
+		rec = failedRecord(r.id, fmt.Errorf("wait for the step: %w", err))
+		rec.TerminatedBy = cluster.ByPlatform
+	}
+	if rec.State != cluster.StateFailed && st.Workspace != "" {
+		if err := treecopy.Mirror(sb.wsDir, st.Workspace); err != nil {
+			logger.Warn("copy workspace back", "error", err)
+			_ = lg.Event(cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventWarning, Message: "workspace not copied back: " + err.Error()})
+		}
+	}
+	r.finish(ctx, lg, sb, rec)
+}
+
+// step builds the runtime's step from the spec.
+func (r *stepRun) step() (Step, error) {
+	st := Step{
+		ID: r.id, Image: bundles.Ref(r.spec.Image), Args: r.spec.Args, Env: r.spec.Env,
+		Limits:  oci.Limits{CPU: r.spec.CPU, MemoryBytes: r.spec.MemoryBytes, Pids: r.spec.Pids},
+		Timeout: r.spec.Timeout, Attempt: r.attempt,
+	}
+	if r.spec.Workspace != "" {
+		if err := cluster.ValidateStepID(cluster.StepID(r.spec.Workspace)); err != nil {
+			return st, fmt.Errorf("workspace name %q: want 1-63 characters of a-z, 0-9, '-' and '_'", r.spec.Workspace)
+		}
+		st.Workspace = filepath.Join(r.a.cfg.WorkspaceRoot, r.spec.Workspace)
+		if err := os.MkdirAll(st.Workspace, 0o755); err != nil {
+			return st, fmt.Errorf("create workspace: %w", err)
+		}
+	}
+	return st, nil
+}
+
+// wait waits for the step's exit, ending it at its timeout or when it is
+// cancelled or abandoned.
+func (r *stepRun) wait(ctx context.Context, sb *Sandbox) (cluster.ExitRecord, error) {
+	var timeout <-chan time.Time
+	if r.spec.Timeout > 0 {
+		t := time.NewTimer(r.spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	type result struct {
+		rec cluster.ExitRecord
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rec, err := sb.Wait(ctx)
+		done <- result{rec, err}
+	}()
+	stop := r.stop
+	for {
+		select {
+		case res := <-done:
+			return res.rec, res.err
+		case <-timeout:
+			timeout = nil
+			if err := sb.Kill(ctx, cluster.ByTimeout, r.a.rt.cfg.TimeoutGrace); err != nil {
+				r.a.logger.Warn("kill step at its timeout", "step", r.id, "error", err)
+			}
+		case <-stop:
+			stop = nil
+			why, _ := r.stopped()
+			if err := sb.Kill(ctx, why, r.a.rt.cfg.KillGrace); err != nil {
+				r.a.logger.Warn("kill step", "step", r.id, "error", err)
+			}
+		}
+	}
+}
+
+// finish records the exit in the output log, reports it (unless the
+// scheduler abandoned the attempt), confirms a cancel, and destroys the
+// sandbox.
+func (r *stepRun) finish(ctx context.Context, lg *logstore.Log, sb *Sandbox, rec cluster.ExitRecord) {
+	if lg != nil {
+		if err := lg.Exit(rec); err != nil {
+			r.a.logger.Warn("record exit in output log", "step", r.id, "error", err)
+		}
+	}
+	why, abandoned := r.stopped()
+	if !abandoned {
+		r.report(ctx, "exit", func(ctx context.Context) error {
+			return r.a.sched.StepExit(ctx, cluster.StepExit{Node: r.a.cfg.Node, Attempt: r.attempt, Record: rec})
+		})
+		if why == cluster.ByUser && rec.State != cluster.StateFailed {
+			r.report(ctx, "cancel confirmation", func(ctx context.Context) error {
+				return r.a.sched.ConfirmCancel(ctx, cluster.ConfirmCancel{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt})
+			})
+		}
+	}
+	if sb == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := sb.Destroy(dctx); err != nil {
+		r.a.logger.Warn("destroy sandbox", "step", r.id, "error", err)
+		return
+	}
+	if !abandoned {
+		r.phase(ctx, "", cluster.Phases{CleanedUp: time.Now().UTC()})
+	}
+}
+
+func (r *stepRun) phase(ctx context.Context, state cluster.StepState, p cluster.Phases) {
+	r.report(ctx, "phase", func(ctx context.Context) error {
+		return r.a.sched.StepPhase(ctx, cluster.StepPhase{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, State: state, Phases: p})
+	})
+}
+
+// reportTries bounds retries of one report; between tries the agent waits
+// a heartbeat interval.
+const reportTries = 30
+
+// report sends one report to the scheduler, retrying while it fails, so
+// that a leader change does not lose it. A report the scheduler refuses
+// for good (a stale attempt) is logged and dropped.
+func (r *stepRun) report(ctx context.Context, what string, send func(context.Context) error) {
+	var err error
+	for i := 0; i < reportTries; i++ {
+		if err = send(ctx); err == nil || errors.Is(err, ErrReportRefused) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(r.a.cfg.Heartbeat / 2):
+		}
+	}
+	if err != nil {
+		r.a.logger.Warn("report to the scheduler", "what", what, "step", r.id, "attempt", r.attempt, "error", err)
+	}
+}
+
+// ErrReportRefused is what a Scheduler's report methods wrap when the
+// scheduler refused a report for good (4xx): it is not retried.
+var ErrReportRefused = errors.New("report refused")
+
+func failedRecord(id cluster.StepID, err error) cluster.ExitRecord {
+	return failed(id, time.Time{}, err)
+}

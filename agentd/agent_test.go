@@ -1,0 +1,218 @@
+package agentd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/agentd/logstore"
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// fakeScheduler is an in-memory scheduler for the agent: it hands out the
+// steps the test assigns and records every report in order.
+type fakeScheduler struct {
+	mu      sync.Mutex
+	index   uint64
+	changed chan struct{}
+	steps   map[cluster.StepID]cluster.Step
+	reports []string
+	exits   map[cluster.StepID]cluster.ExitRecord
+}
+
+func newFakeScheduler() *fakeScheduler {
+	return &fakeScheduler{changed: make(chan struct{}), steps: map[cluster.StepID]cluster.Step{}, exits: map[cluster.StepID]cluster.ExitRecord{}}
+}
+
+func (f *fakeScheduler) bumpLocked() {
+	f.index++
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeScheduler) assign(st cluster.Step) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.steps[st.ID] = st
+	f.bumpLocked()
+}
+
+func (f *fakeScheduler) cancel(id cluster.StepID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.steps[id]
+	st.Cancel = &cluster.Cancel{RequestedAt: time.Now()}
+	f.steps[id] = st
+	f.reports = append(f.reports, "cancel requested")
+	f.bumpLocked()
+}
+
+func (f *fakeScheduler) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reports = append(f.reports, s)
+}
+
+func (f *fakeScheduler) Register(ctx context.Context, req cluster.RegisterNode) (cluster.Node, error) {
+	f.record("register " + string(req.Health.State))
+	return cluster.Node{ID: req.Node}, nil
+}
+
+func (f *fakeScheduler) Heartbeat(ctx context.Context, req cluster.Heartbeat) (cluster.HeartbeatResult, error) {
+	return cluster.HeartbeatResult{}, nil
+}
+
+func (f *fakeScheduler) Assignments(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (uint64, []cluster.Step, error) {
+	f.mu.Lock()
+	for f.index <= index {
+		ch := f.changed
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return index, nil, ctx.Err()
+		case <-time.After(wait):
+			return index, nil, nil
+		}
+		f.mu.Lock()
+	}
+	defer f.mu.Unlock()
+	var out []cluster.Step
+	for _, st := range f.steps {
+		if !st.State.Terminal() {
+			out = append(out, st.Clone())
+		}
+	}
+	return f.index, out, nil
+}
+
+func (f *fakeScheduler) StepPhase(ctx context.Context, req cluster.StepPhase) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.steps[req.Step]
+	if req.State != "" {
+		st.State = req.State
+		f.reports = append(f.reports, "phase "+string(req.State))
+	}
+	if !req.Phases.CleanedUp.IsZero() {
+		f.reports = append(f.reports, "cleaned up")
+	}
+	f.steps[req.Step] = st
+	return nil
+}
+
+func (f *fakeScheduler) StepEvents(ctx context.Context, req cluster.StepEvents) error { return nil }
+
+func (f *fakeScheduler) StepExit(ctx context.Context, req cluster.StepExit) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.steps[req.Record.Step]
+	st.State = req.Record.State
+	f.steps[req.Record.Step] = st
+	f.exits[req.Record.Step] = req.Record
+	f.reports = append(f.reports, fmt.Sprintf("exit %d %s", req.Record.ExitCode, req.Record.TerminatedBy))
+	f.bumpLocked()
+	return nil
+}
+
+func (f *fakeScheduler) ConfirmCancel(ctx context.Context, req cluster.ConfirmCancel) error {
+	f.record("cancel confirmed")
+	return nil
+}
+
+func (f *fakeScheduler) waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		done := ok()
+		f.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t.Fatalf("timed out waiting for %s; reports %q", what, f.reports)
+}
+
+func startAgent(t *testing.T, rt *Runtime, sched Scheduler) (*logstore.Store, string) {
+	t.Helper()
+	cfg := logstore.DefaultConfig()
+	cfg.Dir = t.TempDir()
+	logs, err := logstore.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acfg := DefaultAgentConfig()
+	acfg.Node = "n1"
+	acfg.Address = netip.MustParseAddrPort("127.0.0.1:7200")
+	acfg.Capacity = cluster.Resources{CPU: 2, MemoryBytes: 4 << 30}
+	acfg.WorkspaceRoot = t.TempDir()
+	acfg.Heartbeat = 200 * time.Millisecond
+	acfg.PollWait = time.Second
+	acfg.ProbeImage = baseImage
+	a, err := NewAgent(acfg, rt, sched, logs, rt.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("agent did not stop within 30s of cancel")
+		}
+	})
+	return logs, acfg.WorkspaceRoot
+}
+
+func TestAgentRunsAssignedStep(t *testing.T) {
+	rt := newTestRuntime(t)
+	sched := newFakeScheduler()
+	_, wsRoot := startAgent(t, rt, sched)
+	sched.assign(cluster.Step{ID: "a-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: cluster.StepSpec{
+		Image: "base", Args: []string{"sh", "-c", "echo line >> log.txt; exit 3"}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
+	}})
+	sched.waitFor(t, "cleanup of a-1", func() bool { return len(sched.reports) > 0 && sched.reports[len(sched.reports)-1] == "cleaned up" })
+	want := []string{"register ready", "phase starting", "phase running", "exit 3 exit", "cleaned up"}
+	if fmt.Sprint(sched.reports) != fmt.Sprint(want) {
+		t.Errorf("reports = %q, want %q", sched.reports, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(wsRoot, "ws1", "log.txt")); err != nil || string(b) != "line\n" {
+		t.Errorf("workspace log.txt = %q, %v; want one line", b, err)
+	}
+}
+
+// TestAgentCancelOrder: a step that ignores SIGTERM is cancelled; the
+// cancel is confirmed only after its exit was reported.
+func TestAgentCancelOrder(t *testing.T) {
+	rt := newTestRuntime(t)
+	rt.cfg.KillGrace = time.Second
+	sched := newFakeScheduler()
+	startAgent(t, rt, sched)
+	sched.assign(cluster.Step{ID: "c-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: cluster.StepSpec{
+		Image: "base", Args: []string{"sh", "-c", "trap '' TERM; sleep 100"}, CPU: 1, MemoryBytes: 256 << 20,
+	}})
+	sched.waitFor(t, "c-1 running", func() bool { return sched.steps["c-1"].State == cluster.StateRunning })
+	sched.cancel("c-1")
+	sched.waitFor(t, "cleanup of c-1", func() bool { return sched.reports[len(sched.reports)-1] == "cleaned up" })
+	want := []string{"register ready", "phase starting", "phase running", "cancel requested", "exit 137 user", "cancel confirmed", "cleaned up"}
+	if fmt.Sprint(sched.reports) != fmt.Sprint(want) {
+		t.Errorf("reports = %q, want %q", sched.reports, want)
+	}
+	if rec := sched.exits["c-1"]; rec.State != cluster.StateCancelled {
+		t.Errorf("exit record %+v, want cancelled", rec)
+	}
+}
