@@ -44,7 +44,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]Orphan, error) {
 			return out, fmt.Errorf("labels of %s: %w", c.ID(), err)
 		}
 		owner := labels[LabelOwner]
-		if owner == r.owner || ownerAlive(owner) {
+		if labels[LabelNode] != r.cfg.Node || owner == r.owner || ownerAlive(owner) {
 			continue
 		}
 		attempt, _ := strconv.Atoi(labels[LabelAttempt])

@@ -33,6 +33,7 @@ const (
 	LabelOwner     = "rodon.owner"
 	LabelWorkspace = "rodon.workspace"
 	LabelAttempt   = "rodon.attempt"
+	LabelNode      = "rodon.node"
 )
 
 // RuntimeConfig configures the containerd runtime layer.
@@ -49,6 +50,10 @@ type RuntimeConfig struct {
 	// ([runsc_config]) handed to the shim, for example to enable runsc's
 	// debug logs.
 	RuntimeConfigPath string
+	// Node names the node this runtime works for; sandboxes are labelled
+	// with it, and Orphans only takes sandboxes of the same node (several
+	// agents may share one containerd in tests).
+	Node string
 	// DataDir holds workspace copies and IO fifos.
 	DataDir string
 	// CgroupParent is the cgroup under which each sandbox gets <parent>/<id>.

@@ -72,7 +72,7 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 		return nil, err
 	}
 	ctx = r.nsCtx(ctx)
-	id := string(st.ID)
+	id := st.sandboxID()
 	img, err := r.client.GetImage(ctx, st.Image)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
@@ -126,8 +126,9 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	sb.spec = spec
 	labels := map[string]string{
 		LabelManaged: "true",
-		LabelStep:    id,
+		LabelStep:    string(st.ID),
 		LabelOwner:   r.owner,
+		LabelNode:    r.cfg.Node,
 	}
 	if st.Workspace != "" {
 		labels[LabelWorkspace] = st.Workspace

@@ -31,6 +31,16 @@ type Step struct {
 	NetNS string
 }
 
+// sandboxID names the step's sandbox in containerd: the step id, with the
+// attempt appended when there is one, so that a new attempt never collides
+// with what an earlier one left.
+func (s Step) sandboxID() string {
+	if s.Attempt > 0 {
+		return fmt.Sprintf("%s.%d", s.ID, s.Attempt)
+	}
+	return string(s.ID)
+}
+
 // errInvalid marks a step that fails validation.
 var errInvalid = errors.New("invalid step")
 

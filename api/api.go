@@ -23,6 +23,20 @@ const (
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInternal         = "internal"
+	// CodeConflict: the request contradicts the current state (exists
+	// already, illegal transition, terminal step, stale attempt).
+	CodeConflict = "conflict"
+	// CodeTooLarge: the request body is over the server's limit.
+	CodeTooLarge = "too_large"
+	// CodeUnavailable: the server cannot answer now; retry (see
+	// Retry-After).
+	CodeUnavailable = "unavailable"
+	// CodeNoLeader: the scheduler has no leader (an election is under
+	// way, or the leader is unreachable); retry shortly.
+	CodeNoLeader = "no_leader"
+	// CodeCapacityExhausted: no node can take the step now (see
+	// Retry-After).
+	CodeCapacityExhausted = "capacity_exhausted"
 )
 
 // NewError returns the error body with code and message.

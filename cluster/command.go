@@ -25,6 +25,9 @@ const (
 	CmdMarkNodeLost  CommandType = 10
 	CmdExpire        CommandType = 11
 	CmdStepEvents    CommandType = 12
+	CmdSetMember     CommandType = 13
+	CmdRemoveMember  CommandType = 14
+	CmdRestore       CommandType = 15
 
 	IgnorableFlag CommandType = 0x80
 )
@@ -42,6 +45,9 @@ var commandNames = map[CommandType]string{
 	CmdMarkNodeLost:  "mark_node_lost",
 	CmdExpire:        "expire",
 	CmdStepEvents:    "step_events",
+	CmdSetMember:     "set_member",
+	CmdRemoveMember:  "remove_member",
+	CmdRestore:       "restore",
 }
 
 func (t CommandType) String() string {

@@ -35,6 +35,7 @@ func TestCommandTypesStable(t *testing.T) {
 	want := map[CommandType]Command{
 		1: RegisterNode{}, 2: Heartbeat{}, 3: SetNodeState{}, 4: SubmitStep{}, 5: PlaceStep{}, 6: StepPhase{},
 		7: StepExit{}, 8: RequestCancel{}, 9: ConfirmCancel{}, 10: MarkNodeLost{}, 11: Expire{}, 12: StepEvents{},
+		13: SetMember{}, 14: RemoveMember{}, 15: Restore{},
 	}
 	for n, c := range want {
 		if c.CommandType() != n || c.CommandType().Ignorable() {
@@ -44,8 +45,8 @@ func TestCommandTypesStable(t *testing.T) {
 	if len(commandNames) != len(want) {
 		t.Errorf("%d command names, want %d", len(commandNames), len(want))
 	}
-	if !(IgnorableFlag | 13).Ignorable() {
-		t.Errorf("IgnorableFlag|13 is not ignorable")
+	if !(IgnorableFlag | 16).Ignorable() {
+		t.Errorf("IgnorableFlag|16 is not ignorable")
 	}
 }
 

@@ -72,6 +72,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyExpire(idx, decode[cluster.Expire](l))
 	case cluster.CmdStepEvents:
 		return st.applyStepEvents(idx, decode[cluster.StepEvents](l))
+	case cluster.CmdSetMember:
+		return st.applySetMember(idx, decode[cluster.SetMember](l))
+	case cluster.CmdRemoveMember:
+		return st.applyRemoveMember(idx, decode[cluster.RemoveMember](l))
+	case cluster.CmdRestore:
+		return st.applyRestore(idx, decode[cluster.Restore](l))
 	default:
 		if t.Ignorable() {
 			f.logger.Warn("skipping unknown ignorable log entry", "type", uint8(t), "index", idx)

@@ -212,3 +212,39 @@ func (r *Raft) RemoveServer(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// LeaderCh returns a channel that receives true when this member becomes
+// the leader and false when it stops being it. A receiver that falls
+// behind sees only the latest change, so read IsLeader after each receive.
+// There is one such channel per Run: give it to one receiver. LeaderCh
+// waits for Run to start Raft.
+func (r *Raft) LeaderCh(ctx context.Context) (<-chan bool, error) {
+	ra, release, err := r.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return ra.LeaderCh(), nil
+}
+
+// CommitIndex returns the latest index this member knows to be committed:
+// on a follower, the leader's commit index as of its last message.
+func (r *Raft) CommitIndex() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ra == nil {
+		return 0
+	}
+	return r.ra.CommitIndex()
+}
+
+// RaftState returns the member's Raft state: Leader, Follower, Candidate
+// or Shutdown.
+func (r *Raft) RaftState() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ra == nil {
+		return raft.Shutdown.String()
+	}
+	return r.ra.State().String()
+}

@@ -1,6 +1,9 @@
-// Package scheduler is the replicated core of Rodon's scheduler: the Raft
-// state machine that holds nodes and steps (FSM, State), the placement
-// policy (Place), and the Raft member that replicates the state (Raft).
+// Package scheduler is Rodon's scheduler: the Raft state machine that holds
+// nodes and steps (FSM, State), the placement policy (Place), the Raft
+// member that replicates the state (Raft), and the member daemon (Server:
+// the HTTP API of docs/PROTOCOL.md, forwarding of writes to the leader, and
+// the leader loops that place steps, declare silent nodes down, enforce
+// drain deadlines and expire the queue).
 //
 // Writes are cluster.Commands: the leader chooses every time and ID, encodes
 // the command as a log entry and applies it through Raft.Apply; every member

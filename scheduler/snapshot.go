@@ -21,6 +21,9 @@ type snapshotData struct {
 	Index   uint64          `json:"index"`
 	Nodes   []*cluster.Node `json:"nodes"`
 	Steps   []*cluster.Step `json:"steps"`
+	// Members are the members' address records (absent from snapshots
+	// taken before they existed).
+	Members []*cluster.Member `json:"members,omitempty"`
 }
 
 // fsmSnapshot holds pointers to the records as they were when it was taken;
@@ -47,19 +50,37 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	for _, s := range st.steps {
 		d.Steps = append(d.Steps, s)
 	}
+	for _, m := range st.members {
+		d.Members = append(d.Members, m)
+	}
 	return &fsmSnapshot{data: d}, nil
 }
 
 // Persist writes the snapshot to sink and closes it, or cancels it on error.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	d := s.data
-	slices.SortFunc(d.Nodes, func(a, b *cluster.Node) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(d.Steps, func(a, b *cluster.Step) int { return cmp.Compare(a.ID, b.ID) })
+	d.sort()
 	if err := json.NewEncoder(sink).Encode(d); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
 	return sink.Close()
+}
+
+// sort orders the records by ID.
+func (d *snapshotData) sort() {
+	slices.SortFunc(d.Nodes, func(a, b *cluster.Node) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(d.Steps, func(a, b *cluster.Step) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(d.Members, func(a, b *cluster.Member) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// document returns the state as the document a snapshot persists, with
+// the records sorted by ID (GET /v1/snapshot).
+func (f *FSM) document() snapshotData {
+	snap, _ := f.Snapshot() // never fails
+	d := snap.(*fsmSnapshot).data
+	d.sort()
+	return d
 }
 
 // Release does nothing: the snapshot holds no resources.
@@ -84,10 +105,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for _, s := range d.Steps {
 		fresh.putStep(nil, s)
 	}
+	for _, m := range d.Members {
+		fresh.members[m.ID] = m
+	}
 	st := f.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.nodes, st.steps, st.live, st.usage, st.queued = fresh.nodes, fresh.steps, fresh.live, fresh.usage, fresh.queued
+	st.members, st.assigned = fresh.members, fresh.assigned
+	st.reset = max(st.index, d.Index)
 	st.advance(d.Index)
 	return nil
 }

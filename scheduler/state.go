@@ -27,6 +27,13 @@ type State struct {
 	usage map[cluster.NodeID]Usage
 	// queued holds the queued steps.
 	queued map[cluster.StepID]struct{}
+	// assigned is, per node, the index of the last entry that changed the
+	// node's assignments (a live step added, changed or removed); reset is
+	// the index of the last restore, which may have changed any node's.
+	assigned map[cluster.NodeID]uint64
+	reset    uint64
+	// members holds the scheduler members' address records.
+	members map[string]*cluster.Member
 }
 
 func newState() *State {
@@ -37,6 +44,9 @@ func newState() *State {
 		live:    make(map[cluster.NodeID]map[cluster.StepID]struct{}),
 		usage:   make(map[cluster.NodeID]Usage),
 		queued:  make(map[cluster.StepID]struct{}),
+
+		assigned: make(map[cluster.NodeID]uint64),
+		members:  make(map[string]*cluster.Member),
 	}
 }
 
@@ -46,9 +56,15 @@ func newState() *State {
 func (st *State) putStep(old, s *cluster.Step) {
 	if old != nil {
 		st.indexStep(old, -1)
+		if old.Live() {
+			st.assigned[old.Node] = max(st.assigned[old.Node], s.ModifyIndex)
+		}
 	}
 	st.steps[s.ID] = s
 	st.indexStep(s, 1)
+	if s.Live() {
+		st.assigned[s.Node] = max(st.assigned[s.Node], s.ModifyIndex)
+	}
 }
 
 func (st *State) indexStep(s *cluster.Step, sign int) {
@@ -220,6 +236,25 @@ func (st *State) Assignments(node cluster.NodeID) []cluster.Step {
 		out = append(out, st.steps[id].Clone())
 	}
 	sortSteps(out)
+	return out
+}
+
+// AssignmentsIndex returns the index of the last entry that changed the
+// assignments of node (see Assignments); zero if none did.
+func (st *State) AssignmentsIndex(node cluster.NodeID) uint64 {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return max(st.assigned[node], st.reset)
+}
+
+// StepCounts returns how many steps are in each state.
+func (st *State) StepCounts() map[cluster.StepState]int {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	out := make(map[cluster.StepState]int)
+	for _, s := range st.steps {
+		out[s.State]++
+	}
 	return out
 }
 

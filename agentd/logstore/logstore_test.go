@@ -492,3 +492,27 @@ func TestRecover(t *testing.T) {
 		t.Errorf("continued log's stdout = %q, want %q", got, want)
 	}
 }
+
+// TestCorruptFrame detects a frame that is not where the index says.
+func TestCorruptFrame(t *testing.T) {
+	s := newTestStore(t, nil)
+	lg := mustCreate(t, s, "corrupt")
+	for _, line := range []string{"one\n", "two\n", "three\n"} {
+		mustWrite(t, lg.Stdout(), []byte(line))
+	}
+	if err := lg.Exit(exitRecord("corrupt", 0)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(s.cfg.Dir, "corrupt.log"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(f)
+	second := bytes.IndexByte(b, '\n') + 1
+	f.WriteAt([]byte(`{"seq":9`), int64(second))
+	f.Close()
+	r := mustOpen(t, s, "corrupt", ReadOptions{From: 1})
+	if _, err := r.Next(t.Context()); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Next() at a corrupt frame = %v, want ErrCorrupt", err)
+	}
+}

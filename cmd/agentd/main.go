@@ -15,6 +15,7 @@ import (
 const usage = `usage: agentd COMMAND [FLAGS]
 
 Commands:
+  serve [FLAGS]            run the node agent: register with the scheduler, run assigned steps
   run [FLAGS] -- ARGV...   run one step in a fresh sandbox on this node
   probe [FLAGS]            run the node's capability probe (canary sandbox, cgroup limits)
 
@@ -46,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		code, err = runCmd(args[1:], stdout, stderr)
+	case "serve":
+		code, err = serveCmd(args[1:], stdout, stderr)
 	case "probe":
 		code, err = probeCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":

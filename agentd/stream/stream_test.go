@@ -1,0 +1,273 @@
+package stream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/gorilla/websocket"
+
+	"github.com/rodon-compute/rodon/agentd/logstore"
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// env is a log store served by a Handler on an httptest server.
+type env struct {
+	t      *testing.T
+	logs   *logstore.Store
+	srv    *httptest.Server
+	cancel context.CancelFunc
+}
+
+// newEnv starts a server whose requests end when env.cancel is called, as
+// agentd's do on shutdown. Goroutines of the package are checked to be gone
+// after the test.
+func newEnv(t *testing.T, edit func(*Config)) *env {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	lcfg := logstore.DefaultConfig()
+	lcfg.Dir = t.TempDir()
+	logs, err := logstore.New(lcfg, logger)
+	if err != nil {
+		t.Fatalf("logstore.New() = %v", err)
+	}
+	cfg := DefaultConfig()
+	if edit != nil {
+		edit(&cfg)
+	}
+	h, err := New(cfg, logs, logger)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.BaseContext = func(net.Listener) context.Context { return ctx }
+	srv.Start()
+	t.Cleanup(func() {
+		cancel()
+		srv.Close()
+		checkNoGoroutines(t)
+	})
+	return &env{t: t, logs: logs, srv: srv, cancel: cancel}
+}
+
+func (e *env) create(id cluster.StepID) *logstore.Log {
+	e.t.Helper()
+	lg, err := e.logs.Create(id)
+	if err != nil {
+		e.t.Fatalf("Create(%s) = %v", id, err)
+	}
+	e.t.Cleanup(func() { lg.Close() })
+	return lg
+}
+
+func write(t *testing.T, w io.Writer, s string) {
+	t.Helper()
+	if _, err := io.WriteString(w, s); err != nil {
+		t.Fatalf("Write(%q) = %v", s, err)
+	}
+}
+
+func exit(t *testing.T, lg *logstore.Log, code int) {
+	t.Helper()
+	if err := lg.Exit(cluster.ExitRecord{State: cluster.StateExited, ExitCode: code, TerminatedBy: cluster.ByExit}); err != nil {
+		t.Fatalf("Exit() = %v", err)
+	}
+}
+
+// finished writes a finished log of n output lines and returns its frames.
+func (e *env) finished(id cluster.StepID, n int) []api.Frame {
+	e.t.Helper()
+	lg := e.create(id)
+	for i := range n {
+		w := lg.Stdout()
+		if i%3 == 2 {
+			w = lg.Stderr()
+		}
+		write(e.t, w, fmt.Sprintf("line %d\n", i))
+	}
+	exit(e.t, lg, 0)
+	return e.frames(id, 0)
+}
+
+// frames reads id's log from the store.
+func (e *env) frames(id cluster.StepID, from int64) []api.Frame {
+	e.t.Helper()
+	r, err := e.logs.Open(id, logstore.ReadOptions{From: from})
+	if err != nil {
+		e.t.Fatalf("Open(%s) = %v", id, err)
+	}
+	defer r.Close()
+	var out []api.Frame
+	for {
+		f, err := r.Next(e.t.Context())
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, f)
+	}
+}
+
+func (e *env) url(path string) string { return e.srv.URL + path }
+
+func (e *env) wsURL(path string) string { return "ws" + strings.TrimPrefix(e.srv.URL, "http") + path }
+
+// getNDJSON reads a whole NDJSON response.
+func getNDJSON(t *testing.T, url string) []api.Frame {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s = %s %s, want 200", url, resp.Status, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		t.Errorf("GET %s: Content-Type %q, want application/x-ndjson", url, ct)
+	}
+	frames, err := decodeLines(resp.Body, nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return frames
+}
+
+// decodeLines reads frames from NDJSON until EOF, calling each, if set,
+// after every frame.
+func decodeLines(r io.Reader, each func(api.Frame)) ([]api.Frame, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	var out []api.Frame
+	for sc.Scan() {
+		var f api.Frame
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			return out, fmt.Errorf("decode line %d: %w", len(out)+1, err)
+		}
+		out = append(out, f)
+		if each != nil {
+			each(f)
+		}
+	}
+	return out, sc.Err()
+}
+
+// dial opens a websocket stream.
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	conn, resp, err := websocket.DefaultDialer.DialContext(t.Context(), url, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v (response %v)", url, err, resp)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// readWS reads frames until the server closes and returns them with the
+// close error.
+func readWS(t *testing.T, conn *websocket.Conn) ([]api.Frame, *websocket.CloseError) {
+	t.Helper()
+	frames, ce, err := readWSErr(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return frames, ce
+}
+
+// readWSErr is readWS for goroutines other than the test's.
+func readWSErr(conn *websocket.Conn) ([]api.Frame, *websocket.CloseError, error) {
+	var out []api.Frame
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		kind, b, err := conn.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) {
+				return out, nil, fmt.Errorf("read after %d frames: %w, want a close frame", len(out), err)
+			}
+			return out, ce, nil
+		}
+		if kind != websocket.TextMessage {
+			return out, nil, fmt.Errorf("message type %d, want text", kind)
+		}
+		var f api.Frame
+		if err := json.Unmarshal(b, &f); err != nil {
+			return out, nil, fmt.Errorf("decode message %q: %w", b, err)
+		}
+		out = append(out, f)
+	}
+}
+
+// diffFrames is cmp.Diff(want, got), with a fast path for equal frames
+// (cmp compares large byte slices element by element).
+func diffFrames(want, got []api.Frame) string {
+	if len(want) == len(got) {
+		equal := true
+		for i := range want {
+			w, g := want[i], got[i]
+			if w.Seq != g.Seq || w.Kind != g.Kind || w.Encoding != g.Encoding || !w.Time.Equal(g.Time) || !bytes.Equal(w.Data, g.Data) {
+				equal = false
+				break
+			}
+		}
+		if equal {
+			return ""
+		}
+	}
+	return cmp.Diff(want, got, cmpopts.EquateEmpty())
+}
+
+// countGoroutines counts the goroutines whose stack mentions fn.
+func countGoroutines(fn string) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), fn+"(")
+}
+
+// checkNoGoroutines fails t if a goroutine running code of this package is
+// still alive after a short grace period.
+func checkNoGoroutines(t testing.TB) {
+	t.Helper()
+	const pkg = "rodon/agentd/stream."
+	var stacks string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		stacks = ""
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, pkg) && !strings.Contains(g, "checkNoGoroutines") && !strings.Contains(g, "testing.tRunner") {
+				stacks += g + "\n\n"
+			}
+		}
+		if stacks == "" {
+			return
+		}
+	}
+	t.Errorf("goroutines left running:\n%s", stacks)
+}

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// StepRequest is the body of POST /v1/steps: what a step asks for. The
+// scheduler picks the ID when it is empty.
+type StepRequest struct {
+	ID    string   `json:"id,omitempty"`
+	Image string   `json:"image"`
+	Args  []string `json:"args"`
+	// Env holds NAME=VALUE entries.
+	Env []string `json:"env,omitempty"`
+	// CPU is in cores (such as 0.5); MemoryBytes in bytes. Both are
+	// reserved on the node while the step is live, and are its limits.
+	CPU         float64 `json:"cpu"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	// Pids caps the step's processes; zero is unlimited.
+	Pids int64 `json:"pids,omitempty"`
+	// Timeout is the step's wall-clock limit, as a Go duration string
+	// ("30s"); zero is none.
+	Timeout    Duration `json:"timeout,omitzero"`
+	Workspace  string   `json:"workspace,omitempty"`
+	NoInternet bool     `json:"no_internet,omitempty"`
+	TTY        bool     `json:"tty,omitempty"`
+	// Idempotent steps are placed again after their node is lost; others
+	// run at most once.
+	Idempotent bool `json:"idempotent,omitempty"`
+}
+
+// Step is the public record of a step (SPEC.md, "Steps").
+type Step struct {
+	ID string `json:"id"`
+	// State is queued, placed, starting, running, or one of the terminal
+	// states exited, failed, cancelled, lost, expired.
+	State string `json:"state"`
+	// ExitCode is set once the runtime reported the process's exit.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// TerminatedBy is exit, user, timeout, oom, node_lost or platform.
+	TerminatedBy string `json:"terminated_by,omitempty"`
+	// Node runs (or ran) the current attempt; empty while queued.
+	Node       string  `json:"node,omitempty"`
+	Attempts   int     `json:"attempts"`
+	Idempotent bool    `json:"idempotent"`
+	Cancel     *Cancel `json:"cancel,omitempty"`
+	Phases     Phases  `json:"phases"`
+	// Events are the latest lifecycle events, oldest first.
+	Events []Event `json:"events"`
+	// Reason explains a failure, a loss or an expiry for people.
+	Reason string `json:"reason,omitempty"`
+	// Spec is the request the step was submitted with (without its id).
+	Spec StepRequest `json:"spec"`
+	// CreateIndex and ModifyIndex are the scheduler's state indexes of
+	// the step's submission and last change; pass ModifyIndex as ?index=
+	// to wait for the next change.
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// Terminal reports whether the step reached a final state.
+func (s Step) Terminal() bool {
+	switch s.State {
+	case "exited", "failed", "cancelled", "lost", "expired":
+		return true
+	}
+	return false
+}
+
+// Cancel is the state of a user's request to cancel a step: requested,
+// then confirmed once the runtime reported the process gone, or unverified
+// (with the reason) when the node could not confirm it.
+type Cancel struct {
+	RequestedAt time.Time `json:"requested_at"`
+	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+	Unverified  string    `json:"unverified,omitempty"`
+}
+
+// CancelRequest is the optional body of POST /v1/steps/{id}/cancel.
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// StreamURL is the answer of GET /v1/steps/{id}/stream-url: where the
+// node running the step serves its output.
+type StreamURL struct {
+	URL string `json:"url"`
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string
+// ("1m30s"). Decoding accepts only such strings.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\": %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rodon-compute/rodon/agentd"
+	"github.com/rodon-compute/rodon/agentd/logstore"
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/size"
+)
+
+// serveFlags are the flags of `agentd serve`.
+type serveFlags struct {
+	runtimeFlags
+	schedulers    string
+	nodeID        string
+	listen        string
+	cpu           float64
+	memory        string
+	workspaceRoot string
+	retention     time.Duration
+	heartbeat     time.Duration
+}
+
+func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	var f serveFlags
+	fs := newFlagSet("serve", stderr)
+	f.register(fs)
+	fs.StringVar(&f.schedulers, "scheduler", "", "scheduler members' URLs, comma-separated (required)")
+	fs.StringVar(&f.nodeID, "node-id", "", "this node's id (required)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:7200", "IP:PORT to serve step streams on (told to the scheduler)")
+	fs.Float64Var(&f.cpu, "cpu", 0, "CPU cores offered to steps (default: all)")
+	fs.StringVar(&f.memory, "memory", "", "memory offered to steps, such as 8g (default: all but 1 GiB)")
+	fs.StringVar(&f.workspaceRoot, "workspace-root", "", "directory of the workspaces steps name (default: DATA-DIR/workspace-store)")
+	fs.DurationVar(&f.retention, "log-retention", 24*time.Hour, "how long a finished step's output is kept")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 2*time.Second, "heartbeat interval")
+	if err := parseFlags(fs, args); err != nil {
+		return 0, err
+	}
+	if fs.NArg() > 0 {
+		return 0, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	cfg, urls, err := f.agentConfig()
+	if err != nil {
+		return 0, err
+	}
+	logger, err := newLogger(stderr, f.logLevel)
+	if err != nil {
+		return 0, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return 0, serve(ctx, f, cfg, urls, logger)
+}
+
+func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
+	cfg := agentd.DefaultAgentConfig()
+	if f.schedulers == "" {
+		return cfg, nil, fmt.Errorf("%w: --scheduler: give the scheduler members' URLs", errUsage)
+	}
+	urls := strings.Split(f.schedulers, ",")
+	for _, u := range urls {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return cfg, nil, fmt.Errorf("%w: --scheduler %q: want http://HOST:PORT", errUsage, u)
+		}
+	}
+	if err := cluster.ValidateStepID(cluster.StepID(f.nodeID)); err != nil {
+		return cfg, nil, fmt.Errorf("%w: --node-id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", errUsage, f.nodeID)
+	}
+	cfg.Node = cluster.NodeID(f.nodeID)
+	ap, err := netip.ParseAddrPort(f.listen)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("%w: --listen %q: want IP:PORT", errUsage, f.listen)
+	}
+	cfg.Address = ap
+	cfg.Capacity.CPU = f.cpu
+	if cfg.Capacity.CPU == 0 {
+		cfg.Capacity.CPU = float64(runtime.NumCPU())
+	} else if cfg.Capacity.CPU < 0 {
+		return cfg, nil, fmt.Errorf("%w: --cpu %v: must be positive", errUsage, f.cpu)
+	}
+	if f.memory != "" {
+		m, err := size.Parse(f.memory)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("%w: --memory: %v", errUsage, err)
+		}
+		cfg.Capacity.MemoryBytes = m
+	} else {
+		cfg.Capacity.MemoryBytes = hostMemory() - 1<<30
+	}
+	if f.heartbeat <= 0 {
+		return cfg, nil, fmt.Errorf("%w: --heartbeat %v: must be positive", errUsage, f.heartbeat)
+	}
+	cfg.Heartbeat = f.heartbeat
+	cfg.WorkspaceRoot = f.workspaceRoot
+	if cfg.WorkspaceRoot == "" {
+		cfg.WorkspaceRoot = filepath.Join(f.dataDir, "workspace-store")
+	}
+	if f.retention <= 0 {
+		return cfg, nil, fmt.Errorf("%w: --log-retention %v: must be positive", errUsage, f.retention)
+	}
+	return cfg, urls, nil
+}
+
+// hostMemory reads MemTotal from /proc/meminfo, in bytes.
+func hostMemory() int64 {
+	fh, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// serve runs the agent, its log store janitor and its HTTP server until ctx
+// ends, then stops them within a bounded time.
+func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []string, logger *slog.Logger) error {
+	rcfg := f.config()
+	rcfg.Node = string(cfg.Node)
+	rt, err := agentd.NewRuntime(ctx, rcfg, logger)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	lcfg := logstore.DefaultConfig()
+	lcfg.Dir = filepath.Join(f.dataDir, "logs")
+	lcfg.Retention = f.retention
+	logs, err := logstore.New(lcfg, logger)
+	if err != nil {
+		return err
+	}
+	sched, err := newSchedulerClient(urls, logger)
+	if err != nil {
+		return err
+	}
+	agent, err := agentd.NewAgent(cfg, rt, sched, logs, logger)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Address.String())
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
+	}
+	mux, err := newAgentMux(logs, logger)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	// Streams end with the agent: BaseContext is ctx.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Add(3)
+	go func() { defer wg.Done(); errc <- agent.Run(ctx) }()
+	go func() { defer wg.Done(); errc <- logs.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("serve streams: %w", err)
+		}
+	}()
+	logger.Info("agentd serving", "node", cfg.Node, "listen", cfg.Address.String(), "schedulers", urls)
+	<-ctx.Done()
+	// Drain with a fresh, bounded context.
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	wg.Wait()
+	close(errc)
+	var errs []error
+	for err := range errc {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"sync"
+)
+
+// logsCmd is `schedctl logs [-f] ID`: a step's output, from the node that
+// runs (or ran) it, written byte for byte to stdout and stderr as the step
+// wrote it. Without -f it prints what exists and ends; with -f it follows
+// until the step's exit. With -o json it prints the stream's frames, one
+// JSON object per line, instead.
+type logsCmd struct {
+	follow bool
+}
+
+func (*logsCmd) synopsis() string { return "logs [-f] ID [-o json]" }
+
+func (l *logsCmd) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&l.follow, "f", false, "follow the output until the step ends")
+}
+
+func (l *logsCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
+	if err := wantArgs(args, "ID"); err != nil {
+		return 0, err
+	}
+	id := args[0]
+	sc, err := c.client()
+	if err != nil {
+		return 0, err
+	}
+	st, err := sc.Step(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	warn := c.warnf("logs")
+	s := &streamer{sc: sc, hc: c.httpClient(), id: id, stdout: c.stdout, stderr: c.stderr, warn: warn}
+	if c.g.json() {
+		s.frames = c.stdout
+	}
+	if !l.follow {
+		u, err := sc.StreamURL(ctx, id)
+		switch {
+		case err != nil && (st.Node == "" || isStatus(err, http.StatusNotFound, http.StatusConflict)):
+			warn("step %s has no output to show: it is %s", id, st.State)
+			return exitOK, nil
+		case err != nil:
+			return 0, err
+		}
+		_, err = s.Dump(ctx, u)
+		return 0, err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	w := newStepWatch(sc, st, warn)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	_, err = s.Follow(ctx, w)
+	stop()
+	wg.Wait()
+	if errors.Is(err, errNoStream) {
+		if cur, _, _ := w.Current(); cur.Node == "" {
+			warn("step %s has no output: it is %s", id, cur.State)
+			return exitOK, nil
+		}
+		return 0, fmt.Errorf("output incomplete: %w", err)
+	}
+	return 0, err
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// drainCmd is `schedctl node drain ID [--deadline D]`: the node takes no
+// new steps; those still running at the deadline are cancelled. It returns
+// once the scheduler accepted the drain; `schedctl nodes` shows when it is
+// complete.
+type drainCmd struct {
+	deadline time.Duration
+}
+
+func (*drainCmd) synopsis() string { return "node drain ID [--deadline D] [-o json]" }
+
+func (d *drainCmd) flags(fs *flag.FlagSet) {
+	fs.DurationVar(&d.deadline, "deadline", 0, "cancel the steps still running after this long, such as 10m (0: wait for them)")
+}
+
+func (d *drainCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
+	if err := wantArgs(args, "ID"); err != nil {
+		return 0, err
+	}
+	if d.deadline < 0 {
+		return 0, fmt.Errorf("%w: --deadline %v: must not be negative", errUsage, d.deadline)
+	}
+	sc, err := c.client()
+	if err != nil {
+		return 0, err
+	}
+	n, err := sc.DrainNode(ctx, args[0], d.deadline)
+	if err != nil {
+		return 0, fmt.Errorf("drain node %s: %w", args[0], err)
+	}
+	return 0, showNode(c, n)
+}
+
+// undrainCmd is `schedctl node undrain ID`: the node takes steps again.
+type undrainCmd struct{}
+
+func (*undrainCmd) synopsis() string    { return "node undrain ID [-o json]" }
+func (*undrainCmd) flags(*flag.FlagSet) {}
+
+func (*undrainCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
+	if err := wantArgs(args, "ID"); err != nil {
+		return 0, err
+	}
+	sc, err := c.client()
+	if err != nil {
+		return 0, err
+	}
+	n, err := sc.UndrainNode(ctx, args[0])
+	if err != nil {
+		return 0, fmt.Errorf("undrain node %s: %w", args[0], err)
+	}
+	return 0, showNode(c, n)
+}
+
+func showNode(c *cli, n api.Node) error {
+	if c.g.json() {
+		return printJSON(c.stdout, n)
+	}
+	return printNode(c.stdout, n)
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/size"
+	"github.com/rodon-compute/rodon/scheduler/client"
+)
+
+// confirmWait is how long `schedctl run` waits, after the step ended, for
+// the node to confirm a cancel that was requested.
+const confirmWait = 30 * time.Second
+
+// runCmd is `schedctl run [FLAGS] -- ARGV...`: it submits a step, prints
+// its stdout and stderr live to its own (with -o json: the stream's frames,
+// one JSON object per line, on stdout), and exits with the step's exit
+// code as the scheduler recorded it (128+signal when a signal killed it),
+// or 1 with the reason when the step failed, was lost or expired.
+//
+// The first interrupt (Ctrl-C) cancels the step and keeps waiting for its
+// confirmed end; the second stops waiting (the cancel stands).
+type runCmd struct {
+	id         string
+	image      string
+	cpu        float64
+	memory     string
+	timeout    time.Duration
+	noInternet bool
+	env        envFlag
+	workspace  string
+	tty        bool
+	idempotent bool
+}
+
+func newRunCmd() *runCmd { return &runCmd{} }
+
+func (*runCmd) takesArgv()         {}
+func (*runCmd) handlesInterrupts() {}
+
+func (*runCmd) synopsis() string {
+	return "run [--image NAME] [--cpu N] [--memory SIZE] [--timeout D] [--no-internet] [--env K=V]... [--workspace DIR] [--tty] [--idempotent] [--id ID] -- ARGV..."
+}
+
+func (r *runCmd) flags(fs *flag.FlagSet) {
+	fs.StringVar(&r.image, "image", "base", "image: base, python, or a containerd image reference")
+	fs.Float64Var(&r.cpu, "cpu", 1, "CPU cores reserved and allowed, such as 0.5")
+	fs.StringVar(&r.memory, "memory", "512m", "memory reserved and allowed, such as 512m or 2g")
+	fs.DurationVar(&r.timeout, "timeout", 0, "wall-clock limit, such as 10m (0: none)")
+	fs.BoolVar(&r.noInternet, "no-internet", false, "deny all network access")
+	fs.Var(&r.env, "env", "environment variable K=V (repeatable)")
+	fs.StringVar(&r.workspace, "workspace", "", "directory the step sees a copy of at /workspace")
+	fs.BoolVar(&r.tty, "tty", false, "give the step a terminal")
+	fs.BoolVar(&r.idempotent, "idempotent", false, "the step may run again if its node is lost (default: at most once)")
+	fs.StringVar(&r.id, "id", "", "step id (default: a random one)")
+}
+
+// request builds and checks the step request from the flags.
+func (r *runCmd) request(argv []string) (api.StepRequest, error) {
+	req := api.StepRequest{
+		ID:         r.id,
+		Image:      r.image,
+		Args:       argv,
+		Env:        r.env,
+		CPU:        r.cpu,
+		Timeout:    api.Duration(r.timeout),
+		NoInternet: r.noInternet,
+		TTY:        r.tty,
+		Idempotent: r.idempotent,
+	}
+	switch {
+	case len(argv) == 0:
+		return req, fmt.Errorf("%w: no command given: schedctl run [FLAGS] -- ARGV...", errUsage)
+	case r.image == "":
+		return req, fmt.Errorf("%w: --image: empty", errUsage)
+	case !(r.cpu > 0):
+		return req, fmt.Errorf("%w: --cpu %v: want a positive number of cores", errUsage, r.cpu)
+	case r.timeout < 0:
+		return req, fmt.Errorf("%w: --timeout %v: must not be negative", errUsage, r.timeout)
+	}
+	m, err := size.Parse(r.memory)
+	if err != nil {
+		return req, fmt.Errorf("%w: --memory: %v", errUsage, err)
+	}
+	if m <= 0 {
+		return req, fmt.Errorf("%w: --memory %s: want a positive size", errUsage, r.memory)
+	}
+	req.MemoryBytes = m
+	if r.workspace != "" {
+		abs, err := filepath.Abs(r.workspace)
+		if err != nil {
+			return req, fmt.Errorf("%w: --workspace: %v", errUsage, err)
+		}
+		req.Workspace = abs
+	}
+	if req.ID == "" {
+		// Chosen here so that a submission whose answer was lost can be
+		// retried without running the step twice.
+		var b [6]byte
+		rand.Read(b[:])
+		req.ID = "run-" + hex.EncodeToString(b[:])
+	}
+	return req, nil
+}
+
+func (r *runCmd) run(ctx context.Context, c *cli, argv []string) (int, error) {
+	req, err := r.request(argv)
+	if err != nil {
+		return 0, err
+	}
+	sc, err := c.client()
+	if err != nil {
+		return 0, err
+	}
+	warn := c.warnf("run")
+
+	// Until the scheduler accepted the step, an interrupt just stops.
+	sctx, release := c.interruptible(ctx)
+	st, err := sc.SubmitStep(sctx, req)
+	if client.IsCode(err, api.CodeConflict) && r.id == "" {
+		// An earlier try of this request (same random ID) succeeded.
+		st, err = sc.Step(sctx, req.ID)
+	}
+	if err = release(err); err != nil {
+		if errors.Is(err, errInterrupted) {
+			warn("interrupted while submitting step %s; see \"schedctl step %s\"", req.ID, req.ID)
+			return exitInterrupted, nil
+		}
+		return 0, fmt.Errorf("submit step: %w", err)
+	}
+
+	// The watch and the interrupt handler (and the cancel it sends) end
+	// with ctx and done.
+	ctx, detach := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() {
+		close(done)
+		detach()
+		wg.Wait()
+	}()
+	w := newStepWatch(sc, st, warn)
+	wg.Go(func() { w.Run(ctx) })
+	var detached bool
+	var mu sync.Mutex
+	wg.Go(func() {
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-c.interrupts:
+			}
+			if n > 0 {
+				mu.Lock()
+				detached = true
+				mu.Unlock()
+				detach()
+				return
+			}
+			warn("cancelling step %s (interrupt again to stop waiting; the cancel stands)", st.ID)
+			wg.Go(func() {
+				_, err := sc.CancelStep(ctx, st.ID, "interrupted in schedctl run")
+				if err != nil && ctx.Err() == nil && !isStatus(err, http.StatusConflict) {
+					warn("cancel step %s: %v", st.ID, err)
+				}
+			})
+		}
+	})
+
+	s := &streamer{sc: sc, hc: c.httpClient(), id: st.ID, stdout: c.stdout, stderr: c.stderr, warn: warn}
+	if c.g.json() {
+		s.frames = c.stdout
+	}
+	exit, err := s.Follow(ctx, w)
+	if err == nil || errors.Is(err, errNoStream) {
+		if err != nil && exit == nil {
+			if cur, _, _ := w.Current(); cur.Node != "" {
+				warn("output may be incomplete: %v", err)
+			}
+		}
+		err = nil
+		st, err = w.WaitFor(ctx, api.Step.Terminal)
+		if err == nil && !cancelSettled(st) {
+			cctx, cancel := context.WithTimeout(ctx, confirmWait)
+			var cerr error
+			st, cerr = w.WaitFor(cctx, cancelSettled)
+			cancel()
+			if cerr != nil && ctx.Err() == nil {
+				warn("the cancel of step %s is not confirmed yet; see \"schedctl step %s\"", st.ID, st.ID)
+			}
+		}
+	}
+	mu.Lock()
+	wasDetached := detached
+	mu.Unlock()
+	if wasDetached {
+		warn("stopped waiting for step %s; see \"schedctl step %s\"", st.ID, st.ID)
+		return exitInterrupted, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("step %s: %w", st.ID, err)
+	}
+	return exitStatus(st, c.stderr), nil
+}
+
+// exitStatus is what `schedctl run` exits with for a terminal step: its
+// exit code, or 1 when it has none. Ends other than a plain exit are
+// explained on w.
+func exitStatus(s api.Step, w io.Writer) int {
+	var notes []string
+	if s.Reason != "" {
+		notes = append(notes, s.Reason)
+	}
+	if c := s.Cancel; c != nil {
+		switch {
+		case !c.ConfirmedAt.IsZero():
+			notes = append(notes, "cancel confirmed")
+		case c.Unverified != "":
+			notes = append(notes, "cancel unverified: "+c.Unverified)
+		default:
+			notes = append(notes, "cancel not confirmed yet")
+		}
+	}
+	if s.State == "lost" && !s.Idempotent {
+		notes = append(notes, "not re-run: the step is not idempotent")
+	}
+	why := ""
+	if len(notes) > 0 {
+		why = ": " + strings.Join(notes, "; ")
+	}
+	switch {
+	case (s.State == "exited" || s.State == "cancelled") && s.ExitCode != nil:
+		if s.TerminatedBy != "" && s.TerminatedBy != "exit" {
+			fmt.Fprintf(w, "schedctl run: step %s %s by %s with exit code %d%s\n", s.ID, s.State, s.TerminatedBy, *s.ExitCode, why)
+		}
+		return *s.ExitCode
+	}
+	fmt.Fprintf(w, "schedctl run: step %s %s%s\n", s.ID, s.State, why)
+	return exitError
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/scheduler/client"
+)
+
+// stallGrace is how long a followed stream may stay silent once the
+// scheduler's record of the step is terminal before schedctl stops
+// waiting for the stream's exit frame (the node may be gone). Tests
+// shorten it.
+var stallGrace = 5 * time.Second
+
+// errNoStream means a step's output could not be read to its end: the step
+// ended without being placed, or the node serving its stream is gone.
+var errNoStream = errors.New("output stream unavailable")
+
+// streamer copies a step's output from the agent that runs it (the URL
+// the scheduler gives) to stdout and stderr, byte for byte. It resumes
+// after a dropped connection from the last frame it wrote, so nothing is
+// lost or repeated, and ends with the stream's exit frame.
+type streamer struct {
+	sc *client.Client
+	hc *http.Client
+	id string
+	// stdout and stderr get the step's output. When frames is set, they
+	// get nothing and frames gets every frame as a line of JSON instead.
+	stdout, stderr io.Writer
+	frames         io.Writer
+	warn           func(format string, args ...any)
+
+	// last is the seq of the last frame written; attempt the step's
+	// attempt the frames belong to.
+	last    int64
+	attempt int
+	// progress is the time (UnixNano) a frame last arrived.
+	progress atomic.Int64
+}
+
+// Dump writes the frames that exist now and returns; exit is the exit
+// frame's data if the stream has ended.
+func (s *streamer) Dump(ctx context.Context, streamURL string) (exit *api.Exit, err error) {
+	return s.read(ctx, streamURL, false)
+}
+
+// Follow reads the step's stream until its exit frame. w tells it when
+// the stream may exist (the step is placed) and when to stop waiting (the
+// step ended but its node does not answer): then it returns errNoStream.
+func (s *streamer) Follow(ctx context.Context, w *stepWatch) (*api.Exit, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel(nil)
+		wg.Wait()
+	}()
+	wg.Go(func() { s.superviseStall(ctx, w, cancel) })
+
+	s.progress.Store(time.Now().UnixNano())
+	delay := time.Duration(0)
+	for {
+		if err := sleep(ctx, delay); err != nil {
+			return nil, s.ctxErr(ctx)
+		}
+		// changed is taken before the requests below, so that a change
+		// they race with is not missed.
+		st, changed, werr := w.Current()
+		if werr != nil {
+			return nil, werr
+		}
+		u, err := s.sc.StreamURL(ctx, s.id)
+		switch {
+		case ctx.Err() != nil:
+			return nil, s.ctxErr(ctx)
+		case err != nil && st.Terminal() && st.Node == "":
+			return nil, fmt.Errorf("%w: step %s ended (%s) without running", errNoStream, s.id, st.State)
+		case err != nil && st.Terminal() && isStatus(err, http.StatusNotFound, http.StatusConflict):
+			return nil, fmt.Errorf("%w: step %s is %s: %w", errNoStream, s.id, st.State, err)
+		case isStatus(err, http.StatusNotFound, http.StatusConflict):
+			// Not placed yet: wait for the record to change.
+			if err := waitChange(ctx, changed, longPoll); err != nil {
+				return nil, s.ctxErr(ctx)
+			}
+			delay = 0
+			continue
+		case isStatus(err, http.StatusServiceUnavailable):
+			if err := waitChange(ctx, changed, time.Second); err != nil {
+				return nil, s.ctxErr(ctx)
+			}
+			delay = 0
+			continue
+		case err != nil:
+			s.warn("get stream address of step %s: %v (retrying)", s.id, err)
+			delay = backoff(delay)
+			continue
+		}
+		if st.Attempts != s.attempt {
+			if s.attempt != 0 && s.last > 0 {
+				s.warn("step %s: attempt %d on node %s; its output starts again", s.id, st.Attempts, st.Node)
+				s.last = 0
+			}
+			s.attempt = st.Attempts
+		}
+		before := s.last
+		exit, err := s.read(ctx, u, true)
+		switch {
+		case exit != nil:
+			return exit, nil
+		case ctx.Err() != nil:
+			return nil, s.ctxErr(ctx)
+		case errors.Is(err, errWrite), errors.Is(err, errBadFrame):
+			return nil, err
+		case isStatus(err, http.StatusNotFound):
+			// The agent does not know the step yet (or any more).
+			if err := waitChange(ctx, changed, time.Second); err != nil {
+				return nil, s.ctxErr(ctx)
+			}
+			delay = 0
+			continue
+		}
+		if s.last > before {
+			delay = 0 // the connection dropped after progress: resume now
+		} else {
+			delay = backoff(delay)
+		}
+		if err != nil && delay >= 2*time.Second {
+			s.warn("read output of step %s: %v (retrying)", s.id, err)
+		}
+	}
+}
+
+func backoff(d time.Duration) time.Duration {
+	return min(max(2*d, 250*time.Millisecond), 5*time.Second)
+}
+
+// ctxErr is why ctx ended: errNoStream from the stall supervisor, else the
+// context's error.
+func (s *streamer) ctxErr(ctx context.Context) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errNoStream) {
+		return cause
+	}
+	return ctx.Err()
+}
+
+// superviseStall ends the stream with errNoStream when the step's record
+// is terminal and no frame arrived for stallGrace: the node that has the
+// rest of the output is not answering.
+func (s *streamer) superviseStall(ctx context.Context, w *stepWatch, stop context.CancelCauseFunc) {
+	st, err := w.WaitFor(ctx, func(st api.Step) bool { return st.Terminal() })
+	if err != nil {
+		return
+	}
+	since := time.Now()
+	tick := time.NewTicker(stallGrace / 5)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			last := time.Unix(0, s.progress.Load())
+			if now.Sub(since) >= stallGrace && now.Sub(last) >= stallGrace {
+				stop(fmt.Errorf("%w: step %s is %s and its node has not sent the rest of its output for %v",
+					errNoStream, s.id, st.State, stallGrace))
+				return
+			}
+		}
+	}
+}
+
+// errWrite marks a failure to write output locally (a closed pipe), and
+// errBadFrame a frame that cannot be decoded: no point reading on.
+var (
+	errWrite    = errors.New("write output")
+	errBadFrame = errors.New("bad frame")
+)
+
+// read reads the stream from the frame after s.last until it ends, and
+// returns the exit frame's data if it came.
+func (s *streamer) read(ctx context.Context, streamURL string, follow bool) (*api.Exit, error) {
+	u, err := url.Parse(streamURL)
+	if err != nil {
+		return nil, fmt.Errorf("stream address %q: %w", streamURL, err)
+	}
+	q := u.Query()
+	q.Set("from", strconv.FormatInt(s.last, 10))
+	if follow {
+		q.Set("follow", "1")
+	} else {
+		q.Set("follow", "0")
+	}
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return nil, agentError(resp)
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		switch {
+		case err == io.EOF && len(bytes.TrimSpace(line)) == 0:
+			return nil, nil // the stream ended (without follow: all that exists)
+		case err == io.EOF:
+			// A line without its newline is a frame cut by a dropped
+			// connection: it is read again on resumption.
+			return nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, err
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var f api.Frame
+		if err := json.Unmarshal(line, &f); err != nil {
+			return nil, fmt.Errorf("stream of step %s: %w %.100q: %w", s.id, errBadFrame, line, err)
+		}
+		if f.Seq <= s.last {
+			continue // already written
+		}
+		if f.Seq != s.last+1 {
+			s.warn("stream of step %s: frames %d to %d are missing", s.id, s.last+1, f.Seq-1)
+		}
+		s.progress.Store(time.Now().UnixNano())
+		exit, err := s.write(f, line)
+		if err != nil {
+			return nil, err
+		}
+		s.last = f.Seq
+		if exit != nil {
+			return exit, nil
+		}
+	}
+}
+
+// write writes one frame's output (or the frame itself, for -o json).
+func (s *streamer) write(f api.Frame, line []byte) (*api.Exit, error) {
+	if s.frames != nil {
+		if _, err := s.frames.Write(append(line, '\n')); err != nil {
+			return nil, fmt.Errorf("%w: %w", errWrite, err)
+		}
+	}
+	switch f.Kind {
+	case api.KindStdout, api.KindStderr:
+		if s.frames != nil {
+			return nil, nil
+		}
+		b, err := f.Output()
+		if err != nil {
+			return nil, fmt.Errorf("stream of step %s: %w: %w", s.id, errBadFrame, err)
+		}
+		w := s.stdout
+		if f.Kind == api.KindStderr {
+			w = s.stderr
+		}
+		if _, err := w.Write(b); err != nil {
+			return nil, fmt.Errorf("%w: %w", errWrite, err)
+		}
+	case api.KindExit:
+		x, err := f.Exit()
+		if err != nil {
+			return nil, fmt.Errorf("stream of step %s: %w: %w", s.id, errBadFrame, err)
+		}
+		return &x, nil
+	}
+	return nil, nil
+}

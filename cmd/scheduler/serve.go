@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rodon-compute/rodon/scheduler"
+)
+
+// serveFlags are the flags of `scheduler serve`.
+type serveFlags struct {
+	nodeID    string
+	dataDir   string
+	raftAddr  string
+	httpAddr  string
+	bootstrap bool
+	join      string
+	nodeTTL   time.Duration
+	logLevel  string
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	d := scheduler.DefaultConfig()
+	fs.StringVar(&f.nodeID, "node-id", "", "this member's unique id in the cluster (required)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory of the Raft log and snapshots (required)")
+	fs.StringVar(&f.raftAddr, "raft-addr", "", "HOST:PORT of Raft traffic, dialled by the other members (required)")
+	fs.StringVar(&f.httpAddr, "http-addr", "", "HOST:PORT of the HTTP API, dialled by agents, schedctl and the other members (required)")
+	fs.BoolVar(&f.bootstrap, "bootstrap", false, "start a new cluster with this member as its only voter (first member only)")
+	fs.StringVar(&f.join, "join", "", "HTTPADDR[,HTTPADDR...] of existing members to join")
+	fs.DurationVar(&f.nodeTTL, "node-ttl", d.NodeTTL, "silence after which a node is declared down")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// config checks the flags and returns the member's configuration; every
+// error names the flag at fault.
+func (f *serveFlags) config() (scheduler.Config, error) {
+	c := scheduler.DefaultConfig()
+	for _, req := range []struct{ name, value string }{
+		{"--node-id", f.nodeID}, {"--data-dir", f.dataDir}, {"--raft-addr", f.raftAddr}, {"--http-addr", f.httpAddr},
+	} {
+		if strings.TrimSpace(req.value) == "" {
+			return c, fmt.Errorf("%w: %s is required", errUsage, req.name)
+		}
+	}
+	for _, a := range []struct{ name, value string }{{"--raft-addr", f.raftAddr}, {"--http-addr", f.httpAddr}} {
+		if err := checkAddr(a.value); err != nil {
+			return c, fmt.Errorf("%w: %s %q: %v", errUsage, a.name, a.value, err)
+		}
+	}
+	if f.nodeTTL <= 0 {
+		return c, fmt.Errorf("%w: --node-ttl %v: must be a positive duration such as 10s", errUsage, f.nodeTTL)
+	}
+	var join []string
+	for a := range strings.SplitSeq(f.join, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if err := checkAddr(strings.TrimPrefix(strings.TrimPrefix(a, "http://"), "https://")); err != nil {
+			return c, fmt.Errorf("%w: --join %q: %v", errUsage, a, err)
+		}
+		join = append(join, a)
+	}
+	if f.join != "" && len(join) == 0 {
+		return c, fmt.Errorf("%w: --join %q: want HTTPADDR[,HTTPADDR...]", errUsage, f.join)
+	}
+	if f.bootstrap && len(join) > 0 {
+		return c, fmt.Errorf("%w: --bootstrap and --join are exclusive: bootstrap the first member, join the others to it", errUsage)
+	}
+	c.ID, c.DataDir, c.RaftAddr, c.HTTPAddr = f.nodeID, f.dataDir, f.raftAddr, f.httpAddr
+	c.Bootstrap, c.Join, c.NodeTTL = f.bootstrap, join, f.nodeTTL
+	return c, nil
+}
+
+// checkAddr checks a HOST:PORT the other members dial.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("want HOST:PORT")
+	case host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
+		return fmt.Errorf("want a specific host that other members can dial, not a wildcard")
+	case port == "" || port == "0":
+		return fmt.Errorf("want a fixed port")
+	}
+	return nil
+}
+
+func serveCmd(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("scheduler serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return fmt.Errorf("%w: help requested", errUsage)
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q: serve takes only flags", errUsage, fs.Arg(0))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, f.logLevel)
+	}
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	// Signals first: a SIGTERM during start-up stops the member cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	srv, err := scheduler.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("scheduler member starting", "member_id", cfg.ID, "raft_address", cfg.RaftAddr,
+		"http_address", cfg.HTTPAddr, "bootstrap", cfg.Bootstrap, "join", cfg.Join, "node_ttl", cfg.NodeTTL)
+	return srv.Run(ctx)
+}

@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/scheduler/client"
+)
+
+// bin holds the binaries built for the tests.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rodon-e2e")
+	if err != nil {
+		panic(err)
+	}
+	bin = dir
+	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/rodon-compute/rodon/cmd/scheduler", "github.com/rodon-compute/rodon/cmd/agentd").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build binaries: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// proc is a daemon process of the test, its output kept for failures.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(args[0], args[1:]...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop(30 * time.Second)
+		if t.Failed() {
+			t.Logf("output of %s (last 4 KiB):\n%s", name, tail(p.out.String(), 4096))
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and waits, then SIGKILL.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// cluster is a fleet of scheduler members and agents on loopback.
+type fleet struct {
+	httpAddrs  []string
+	schedulers []*proc
+	agents     []*proc
+	wsRoot     string
+}
+
+func (f *fleet) urls() string {
+	var u []string
+	for _, a := range f.httpAddrs {
+		u = append(u, "http://"+a)
+	}
+	return strings.Join(u, ",")
+}
+
+// startSchedulers starts n members: the first bootstraps, the others join.
+func startSchedulers(t *testing.T, f *fleet, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("m%d", i+1)
+		httpAddr, raftAddr := freePort(t), freePort(t)
+		args := []string{bin + "/scheduler", "serve", "--node-id", id, "--data-dir", t.TempDir(),
+			"--raft-addr", raftAddr, "--http-addr", httpAddr, "--node-ttl", "4s"}
+		if i == 0 {
+			args = append(args, "--bootstrap")
+		} else {
+			args = append(args, "--join", f.httpAddrs[0])
+		}
+		f.httpAddrs = append(f.httpAddrs, httpAddr)
+		f.schedulers = append(f.schedulers, start(t, "scheduler "+id, args...))
+		c := newClient(t, "http://"+httpAddr)
+		waitFor(t, 30*time.Second, "member "+id+" to join", func() bool {
+			ms, err := c.Members(context.Background())
+			return err == nil && len(ms) == i+1
+		})
+	}
+}
+
+func startAgents(t *testing.T, f *fleet, n int) {
+	t.Helper()
+	f.wsRoot = t.TempDir()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("a%d", i+1)
+		f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--scheduler", f.urls(),
+			"--node-id", id, "--data-dir", t.TempDir(), "--listen", freePort(t), "--workspace-root", f.wsRoot,
+			"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info"))
+	}
+	c := newClient(t, f.urls())
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d ready nodes", n), func() bool {
+		nodes, err := c.Nodes(context.Background())
+		ready := 0
+		for _, nd := range nodes {
+			if nd.State == "ready" {
+				ready++
+			}
+		}
+		return err == nil && ready == n
+	})
+}
+
+func newClient(t *testing.T, urls string) *client.Client {
+	t.Helper()
+	c, err := client.New(urls, client.Options{RetryFor: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func countLines(t *testing.T, file string) int {
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return 0
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
+}
+
+var _ = filepath.Join

@@ -1,0 +1,89 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// The agent routes take the cluster command types as bodies; their At
+// field is ignored (the leader stamps times). Every agent write may be
+// repeated: the scheduler treats a repeated report as a no-op.
+
+// HeartbeatResponse is the answer to a heartbeat.
+type HeartbeatResponse struct {
+	// Unwanted are attempts the node reported running that the scheduler
+	// does not want there: kill and clean them up without reporting an
+	// exit.
+	Unwanted []cluster.StepAttempt `json:"unwanted,omitempty"`
+	// TTL is how long the scheduler waits for the next heartbeat before it
+	// declares the node down; heartbeat well within it (TTL/3).
+	TTL api.Duration `json:"ttl"`
+}
+
+// Assignments are what a node should be running.
+type Assignments struct {
+	// Index is the state index the answer is as of: pass it to the next
+	// Assignments call to wait for a change.
+	Index uint64 `json:"index"`
+	// Steps are the node's placed, starting and running steps, oldest
+	// first, with their cancel state.
+	Steps []cluster.Step `json:"steps"`
+}
+
+// Register creates or updates the node's record and returns it.
+func (c *Client) Register(ctx context.Context, r cluster.RegisterNode) (cluster.Node, error) {
+	var out cluster.Node
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/agent/register"}, r, &out)
+	return out, err
+}
+
+// Heartbeat reports the node alive with its health and running attempts.
+func (c *Client) Heartbeat(ctx context.Context, h cluster.Heartbeat) (HeartbeatResponse, error) {
+	var out HeartbeatResponse
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/agent/heartbeat"}, h, &out)
+	return out, err
+}
+
+// Assignments returns node's assignments at once when index is zero or
+// they changed after index, else when they change or wait (capped by the
+// server, zero for its default) passes. It is a long poll: call it in a
+// loop with the previous answer's Index.
+func (c *Client) Assignments(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (Assignments, error) {
+	q := waitQuery(index, wait)
+	q.Set("node", string(node))
+	var out Assignments
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/agent/assignments", query: q}, nil, &out)
+	return out, err
+}
+
+// ReportPhase reports an attempt's progress (starting, running, phase
+// times such as cleaned_up).
+func (c *Client) ReportPhase(ctx context.Context, p cluster.StepPhase) error {
+	return c.post(ctx, "/v1/agent/steps/"+escape(string(p.Step))+"/phase", p)
+}
+
+// ReportEvents appends lifecycle events to an attempt.
+func (c *Client) ReportEvents(ctx context.Context, e cluster.StepEvents) error {
+	return c.post(ctx, "/v1/agent/steps/"+escape(string(e.Step))+"/events", e)
+}
+
+// ReportExit reports the runtime-confirmed end of an attempt. For a step
+// with a cancel, follow it with ConfirmCancel.
+func (c *Client) ReportExit(ctx context.Context, x cluster.StepExit) error {
+	return c.post(ctx, "/v1/agent/steps/"+escape(string(x.Record.Step))+"/exit", x)
+}
+
+// ConfirmCancel reports that the process of a cancelled attempt is gone
+// (after its exit was reported).
+func (c *Client) ConfirmCancel(ctx context.Context, cc cluster.ConfirmCancel) error {
+	return c.post(ctx, "/v1/agent/steps/"+escape(string(cc.Step))+"/cancel-confirmed", cc)
+}
+
+func (c *Client) post(ctx context.Context, path string, body any) error {
+	_, err := c.call(ctx, request{method: http.MethodPost, path: path}, body, nil)
+	return err
+}

@@ -1,0 +1,269 @@
+// Package client is the Go client of the scheduler's HTTP API
+// (docs/PROTOCOL.md): the operator routes used by schedctl and the agent
+// routes used by agentd. A Client knows every member's URL; a request that
+// cannot reach a member, or that meets a cluster without a leader, is
+// retried on the next member with backoff until Options.RetryFor passes or
+// the context ends. Members forward writes to the leader themselves, so any
+// member will do. Errors the scheduler answers come back as *Error.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// IndexHeader carries the state index a member answered from.
+const IndexHeader = "X-Rodon-Index"
+
+// Options configure a Client; the zero value is usable.
+type Options struct {
+	// HTTPClient makes the requests; nil is a client without an overall
+	// timeout (long polls last as long as asked; bound calls with ctx).
+	HTTPClient *http.Client
+	// RetryFor bounds how long a request is retried across members while
+	// none answers or the cluster has no leader; zero is 30 seconds, a
+	// negative value tries each member once.
+	RetryFor time.Duration
+	// UserAgent is sent with every request; empty is "rodon-client".
+	UserAgent string
+	// ConsistentReads makes every read linearizable: the member forwards
+	// it to the leader, which confirms its leadership with a quorum before
+	// answering. Without it, a member answers from its own state once it
+	// applied what the leader had committed when the read arrived, which
+	// sees every acknowledged write but may, during a leadership change,
+	// miss one acknowledged by a new leader moments before.
+	ConsistentReads bool
+}
+
+// Client talks to a scheduler cluster. It is safe for concurrent use.
+type Client struct {
+	urls []*url.URL
+	hc   *http.Client
+	opts Options
+	// next is the index of the member that answered last; requests start
+	// there.
+	next atomic.Int32
+}
+
+// New returns a client of the members at addrs, a comma-separated list of
+// URLs ("http://10.0.0.1:7100,http://10.0.0.2:7100"); a bare host:port
+// means http://host:port.
+func New(addrs string, opts Options) (*Client, error) {
+	var urls []*url.URL
+	for a := range strings.SplitSeq(addrs, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if !strings.Contains(a, "://") {
+			a = "http://" + a
+		}
+		u, err := url.Parse(a)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("scheduler address %q: want http://HOST:PORT", a)
+		}
+		u.Path = strings.TrimSuffix(u.Path, "/")
+		urls = append(urls, u)
+	}
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("no scheduler address in %q: want URL[,URL...]", addrs)
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	if opts.RetryFor == 0 {
+		opts.RetryFor = 30 * time.Second
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = "rodon-client"
+	}
+	return &Client{urls: urls, hc: hc, opts: opts}, nil
+}
+
+// URLs returns the members' base URLs, in the order given to New.
+func (c *Client) URLs() []string {
+	out := make([]string, len(c.urls))
+	for i, u := range c.urls {
+		out[i] = u.String()
+	}
+	return out
+}
+
+// retryMode says when a request may be sent again.
+type retryMode int
+
+const (
+	// retrySafe: the request may be repeated whatever happened to the
+	// previous try (reads, and writes the scheduler treats as idempotent).
+	retrySafe retryMode = iota
+	// retryUnsent: the request is repeated only when the previous try
+	// surely changed nothing (connection refused, no leader).
+	retryUnsent
+)
+
+// request is one API call.
+type request struct {
+	method string
+	path   string
+	query  url.Values
+	body   []byte // nil for none
+	retry  retryMode
+	// limit caps a read response body; zero is 64 MiB.
+	limit int64
+}
+
+// response is a successful answer.
+type response struct {
+	status int
+	index  uint64
+	body   []byte
+}
+
+// do sends r to one member after another until one answers or the retry
+// budget ends.
+func (c *Client) do(ctx context.Context, r request) (*response, error) {
+	var deadline time.Time
+	if c.opts.RetryFor > 0 {
+		deadline = time.Now().Add(c.opts.RetryFor)
+	}
+	backoff := 50 * time.Millisecond
+	start := int(c.next.Load())
+	var lastErr error
+	for try := 0; ; try++ {
+		i := (start + try) % len(c.urls)
+		resp, again, err := c.once(ctx, c.urls[i], r)
+		if err == nil {
+			c.next.Store(int32(i))
+			return resp, nil
+		}
+		lastErr = err
+		if !again || ctx.Err() != nil {
+			return nil, err
+		}
+		if (try+1)%len(c.urls) != 0 {
+			continue // try the next member at once
+		}
+		if deadline.IsZero() || time.Now().Add(backoff).After(deadline) {
+			return nil, lastErr
+		}
+		var ae *Error
+		wait := backoff
+		if errors.As(lastErr, &ae) && ae.RetryAfter > 0 {
+			wait = min(ae.RetryAfter, time.Until(deadline))
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, lastErr
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// once sends r to the member at base. again says whether another try may
+// succeed and is allowed by r.retry.
+func (c *Client) once(ctx context.Context, base *url.URL, r request) (resp *response, again bool, err error) {
+	u := *base
+	u.Path += r.path
+	q := r.query
+	if c.opts.ConsistentReads && r.method == http.MethodGet && r.path != "/healthz" {
+		q = url.Values{}
+		for k, v := range r.query {
+			q[k] = v
+		}
+		q.Set("consistent", "")
+	}
+	u.RawQuery = q.Encode()
+	var body io.Reader
+	if r.body != nil {
+		body = bytes.NewReader(r.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s %s: %w", r.method, r.path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.opts.UserAgent)
+	if r.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hr, err := c.hc.Do(req)
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w", r.method, u.Redacted(), err)
+		return nil, ctx.Err() == nil && (r.retry == retrySafe || unsent(err)), err
+	}
+	defer hr.Body.Close()
+	limit := r.limit
+	if limit == 0 {
+		limit = 64 << 20
+	}
+	b, err := io.ReadAll(io.LimitReader(hr.Body, limit+1))
+	if err != nil {
+		err = fmt.Errorf("%s %s: read answer: %w", r.method, u.Redacted(), err)
+		return nil, ctx.Err() == nil && r.retry == retrySafe, err
+	}
+	if int64(len(b)) > limit {
+		return nil, false, fmt.Errorf("%s %s: answer over %d bytes", r.method, u.Redacted(), limit)
+	}
+	if hr.StatusCode >= 300 {
+		e := decodeError(hr, b)
+		again := e.Code == api.CodeNoLeader || e.Code == api.CodeUnavailable && r.retry == retrySafe
+		return nil, again, e
+	}
+	idx, _ := strconv.ParseUint(hr.Header.Get(IndexHeader), 10, 64)
+	return &response{status: hr.StatusCode, index: idx, body: b}, false, nil
+}
+
+// unsent reports whether err surely happened before the request reached a
+// server: it could not connect.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// call sends r with in (if not nil) as its JSON body, and decodes the
+// answer into out (if not nil).
+func (c *Client) call(ctx context.Context, r request, in, out any) (*response, error) {
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: encode request: %w", r.method, r.path, err)
+		}
+		r.body = b
+	}
+	resp, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if out != nil {
+		if err := json.Unmarshal(resp.body, out); err != nil {
+			return nil, fmt.Errorf("%s %s: decode answer: %w", r.method, r.path, err)
+		}
+	}
+	return resp, nil
+}
+
+func escape(id string) string { return url.PathEscape(id) }
+
+func waitQuery(index uint64, wait time.Duration) url.Values {
+	q := url.Values{}
+	q.Set("index", strconv.FormatUint(index, 10))
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	return q
+}

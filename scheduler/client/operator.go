@@ -1,0 +1,155 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// Health returns the health of the first member that answers.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/healthz"}, nil, &h)
+	return h, err
+}
+
+// Members lists the cluster's Raft members, with the leader and each
+// member's last applied index.
+func (c *Client) Members(ctx context.Context) ([]api.Member, error) {
+	var out []api.Member
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/members"}, nil, &out)
+	return out, err
+}
+
+// Join asks the leader to add the member described by req as a voter.
+// Joining again with the same addresses is a no-op.
+func (c *Client) Join(ctx context.Context, req api.JoinRequest) error {
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/members/join"}, req, nil)
+	return err
+}
+
+// RemoveMember removes the member id from the Raft cluster
+// (`schedctl raft remove-peer`).
+func (c *Client) RemoveMember(ctx context.Context, id string) error {
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/members/remove"}, api.RemoveMemberRequest{ID: id}, nil)
+	return err
+}
+
+// Snapshot returns the cluster's state as a JSON document
+// (`schedctl snapshot save`).
+func (c *Client) Snapshot(ctx context.Context) ([]byte, error) {
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/snapshot", limit: 1 << 30})
+	if err != nil {
+		return nil, err
+	}
+	return resp.body, nil
+}
+
+// RestoreSnapshot replaces the cluster's state with doc, a document
+// Snapshot returned (`schedctl snapshot restore`).
+func (c *Client) RestoreSnapshot(ctx context.Context, doc []byte) error {
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/snapshot/restore", body: doc})
+	return err
+}
+
+// Nodes lists the nodes, ordered by ID.
+func (c *Client) Nodes(ctx context.Context) ([]api.Node, error) {
+	var out []api.Node
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/nodes"}, nil, &out)
+	return out, err
+}
+
+// Node returns one node.
+func (c *Client) Node(ctx context.Context, id string) (api.Node, error) {
+	var out api.Node
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/nodes/" + escape(id)}, nil, &out)
+	return out, err
+}
+
+// DrainNode starts draining node id: it gets no new step, and steps still
+// live after deadline (zero: none) are cancelled.
+func (c *Client) DrainNode(ctx context.Context, id string, deadline time.Duration) (api.Node, error) {
+	var out api.Node
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/nodes/" + escape(id) + "/drain"},
+		api.DrainRequest{Deadline: api.Duration(deadline)}, &out)
+	return out, err
+}
+
+// UndrainNode ends a drain of node id.
+func (c *Client) UndrainNode(ctx context.Context, id string) (api.Node, error) {
+	var out api.Node
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/nodes/" + escape(id) + "/undrain"}, nil, &out)
+	return out, err
+}
+
+// SubmitStep queues a step and returns its record. Without req.ID the
+// request is retried only when it surely did not reach the scheduler (a
+// retry could otherwise queue the step twice); with an ID it is retried
+// like any write, and a conflict may mean an earlier try succeeded.
+func (c *Client) SubmitStep(ctx context.Context, req api.StepRequest) (api.Step, error) {
+	mode := retryUnsent
+	if req.ID != "" {
+		mode = retrySafe
+	}
+	var out api.Step
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/steps", retry: mode}, req, &out)
+	return out, err
+}
+
+// StepFilter selects steps; a zero field selects all.
+type StepFilter struct {
+	State string
+	Node  string
+}
+
+// Steps lists the steps that match f, oldest first.
+func (c *Client) Steps(ctx context.Context, f StepFilter) ([]api.Step, error) {
+	q := url.Values{}
+	if f.State != "" {
+		q.Set("state", f.State)
+	}
+	if f.Node != "" {
+		q.Set("node", f.Node)
+	}
+	var out []api.Step
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/steps", query: q}, nil, &out)
+	return out, err
+}
+
+// Step returns one step.
+func (c *Client) Step(ctx context.Context, id string) (api.Step, error) {
+	var out api.Step
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/steps/" + escape(id)}, nil, &out)
+	return out, err
+}
+
+// WaitStep returns step id once its ModifyIndex is past index, or as it is
+// when wait (capped by the server, zero for its default) passes first.
+// Pass the returned step's ModifyIndex to wait for the next change.
+func (c *Client) WaitStep(ctx context.Context, id string, index uint64, wait time.Duration) (api.Step, error) {
+	var out api.Step
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/steps/" + escape(id),
+		query: waitQuery(index, wait)}, nil, &out)
+	return out, err
+}
+
+// CancelStep requests the cancellation of step id and returns its record.
+// Requesting again is a no-op; the cancel is confirmed (Cancel.ConfirmedAt)
+// only once the node reported the process gone.
+func (c *Client) CancelStep(ctx context.Context, id, reason string) (api.Step, error) {
+	var out api.Step
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/steps/" + escape(id) + "/cancel"},
+		api.CancelRequest{Reason: reason}, &out)
+	return out, err
+}
+
+// StreamURL returns where the node running (or that ran) step id serves
+// its output stream.
+func (c *Client) StreamURL(ctx context.Context, id string) (string, error) {
+	var out api.StreamURL
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/steps/" + escape(id) + "/stream-url"}, nil, &out)
+	return out.URL, err
+}

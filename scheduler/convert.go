@@ -1,0 +1,154 @@
+package scheduler
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// Conversions between the public api types and the replicated cluster
+// types, at the HTTP edge.
+
+// specFromRequest turns a step request into the spec to replicate, or a
+// 400 that names the field at fault.
+func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
+	switch {
+	case req.CPU < 0 || math.IsNaN(req.CPU) || math.IsInf(req.CPU, 0):
+		return cluster.StepSpec{}, badRequest("field \"cpu\": %v: want a positive number of cores, such as 0.5", req.CPU)
+	case req.MemoryBytes < 0:
+		return cluster.StepSpec{}, badRequest("field \"memory_bytes\": %d is negative: want a size in bytes of at least 16 MiB", req.MemoryBytes)
+	case req.Pids < 0:
+		return cluster.StepSpec{}, badRequest("field \"pids\": %d is negative: want a process limit, or 0 for none", req.Pids)
+	case req.Timeout < 0:
+		return cluster.StepSpec{}, badRequest("field \"timeout\": %v is negative: want a duration, or none", time.Duration(req.Timeout))
+	}
+	spec := cluster.StepSpec{
+		Image:       req.Image,
+		Args:        req.Args,
+		Env:         req.Env,
+		CPU:         req.CPU,
+		MemoryBytes: req.MemoryBytes,
+		Pids:        req.Pids,
+		Timeout:     time.Duration(req.Timeout),
+		Workspace:   req.Workspace,
+		NoInternet:  req.NoInternet,
+		TTY:         req.TTY,
+		Idempotent:  req.Idempotent,
+	}
+	if err := spec.Validate(); err != nil {
+		return cluster.StepSpec{}, badRequest("invalid step: %v", err)
+	}
+	if req.ID != "" {
+		if err := cluster.ValidateStepID(cluster.StepID(req.ID)); err != nil {
+			return cluster.StepSpec{}, badRequest("field \"id\": %v", err)
+		}
+	}
+	return spec, nil
+}
+
+func requestOf(spec cluster.StepSpec) api.StepRequest {
+	return api.StepRequest{
+		Image:       spec.Image,
+		Args:        slices.Clone(spec.Args),
+		Env:         slices.Clone(spec.Env),
+		CPU:         spec.CPU,
+		MemoryBytes: spec.MemoryBytes,
+		Pids:        spec.Pids,
+		Timeout:     api.Duration(spec.Timeout),
+		Workspace:   spec.Workspace,
+		NoInternet:  spec.NoInternet,
+		TTY:         spec.TTY,
+		Idempotent:  spec.Idempotent,
+	}
+}
+
+// apiStep converts a step record to its public form.
+func apiStep(s cluster.Step) api.Step {
+	out := api.Step{
+		ID:           string(s.ID),
+		State:        string(s.State),
+		ExitCode:     s.ExitCode,
+		TerminatedBy: string(s.TerminatedBy),
+		Node:         string(s.Node),
+		Attempts:     s.Attempts,
+		Idempotent:   s.Spec.Idempotent,
+		Phases:       api.Phases(s.Phases),
+		Events:       make([]api.Event, 0, len(s.Events)),
+		Reason:       s.Reason,
+		Spec:         requestOf(s.Spec),
+		CreateIndex:  s.CreateIndex,
+		ModifyIndex:  s.ModifyIndex,
+	}
+	if s.Cancel != nil {
+		out.Cancel = &api.Cancel{RequestedAt: s.Cancel.RequestedAt, ConfirmedAt: s.Cancel.ConfirmedAt, Unverified: s.Cancel.Unverified}
+	}
+	for _, e := range s.Events {
+		out.Events = append(out.Events, api.Event(e))
+	}
+	return out
+}
+
+func apiSteps(steps []cluster.Step) []api.Step {
+	out := make([]api.Step, 0, len(steps))
+	for _, s := range steps {
+		out = append(out, apiStep(s))
+	}
+	return out
+}
+
+// apiNode converts a node record to its public form, given its
+// reservations and the steps that ran on it (for the drain's completion).
+func apiNode(n cluster.Node, u Usage, steps []cluster.Step) api.Node {
+	out := api.Node{
+		ID:              string(n.ID),
+		State:           string(n.State),
+		DegradedReasons: slices.Clone(n.DegradedReasons()),
+		Capacity:        api.Resources(n.Capacity),
+		Reserved:        api.Resources{CPU: float64(u.MilliCPU) / 1000, MemoryBytes: u.MemoryBytes},
+		Running:         u.Live,
+		Labels:          n.Labels,
+		LastHeartbeat:   n.LastHeartbeat,
+		DownSince:       n.DownSince,
+		DownReason:      n.DownReason,
+	}
+	if out.DegradedReasons == nil {
+		out.DegradedReasons = []string{}
+	}
+	if n.Address.IsValid() {
+		out.Address = n.Address.String()
+	}
+	if n.Drain != nil {
+		out.Drain = &api.Drain{
+			RequestedAt: n.Drain.RequestedAt,
+			Deadline:    n.Drain.Deadline,
+			Complete:    drainComplete(n, u, steps),
+		}
+	}
+	return out
+}
+
+// drainComplete reports whether a draining node is empty: no live step, no
+// cancel waiting for its confirmation, and every sandbox of a step that
+// ended there since the drain began reported cleaned up.
+func drainComplete(n cluster.Node, u Usage, steps []cluster.Step) bool {
+	if u.Live > 0 {
+		return false
+	}
+	for _, s := range steps {
+		if s.Node != n.ID {
+			continue
+		}
+		if s.Cancel.Pending() {
+			return false
+		}
+		ended := s.Phases.Exited
+		if s.State.Terminal() && s.State != cluster.StateLost && !s.Phases.Created.IsZero() &&
+			!ended.Before(n.Drain.RequestedAt) && s.Phases.CleanedUp.IsZero() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,63 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// ForwardedHeader marks a request a member forwarded to the leader, with
+// the forwarding member's ID. A member that is not the leader answers such
+// a request with no_leader instead of forwarding it again, so a request
+// never travels in circles while leadership moves.
+const ForwardedHeader = "X-Rodon-Forwarded-By"
+
+// forward proxies r to the leader's HTTP address, as recorded in the
+// replicated member records. Without a known leader (an election), or
+// when the leader cannot be dialled, it answers 503 no_leader, which a
+// client may retry whatever the request: nothing was applied. A failure
+// after the request reached the leader is a 502 unavailable: the change
+// may have been applied.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
+	if by := r.Header.Get(ForwardedHeader); by != "" {
+		writeError(w, noLeader("forwarded by member %s, but member %s is not the leader either: leadership is moving, retry shortly", by, s.cfg.ID))
+		return
+	}
+	id, _ := s.raft.Leader()
+	if id == "" {
+		writeError(w, noLeader("no leader is known: an election may be under way, retry shortly"))
+		return
+	}
+	m, ok := s.fsm.State().Member(id)
+	if !ok {
+		writeError(w, noLeader("the leader %s has not recorded its HTTP address yet: retry shortly", id))
+		return
+	}
+	s.metrics.forwarded.Inc()
+	target := &url.URL{Scheme: "http", Host: m.HTTPAddress}
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = r.Host
+			pr.Out.Header.Set(ForwardedHeader, s.cfg.ID)
+			pr.SetXForwarded()
+		},
+		Transport: s.fwd.Transport,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			var op *net.OpError
+			if errors.As(err, &op) && op.Op == "dial" {
+				writeError(w, noLeader("cannot reach the leader %s at %s: %v; retry shortly", id, m.HTTPAddress, err))
+				return
+			}
+			writeError(w, &httpError{status: http.StatusBadGateway, code: api.CodeUnavailable,
+				msg: fmt.Sprintf("forward to the leader %s at %s: %v; the change may have been applied: read it back before retrying",
+					id, m.HTTPAddress, err)})
+		},
+	}
+	p.ServeHTTP(w, r)
+}

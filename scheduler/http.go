@@ -1,0 +1,240 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// IndexHeader carries the state index an answer was read at.
+const IndexHeader = "X-Rodon-Index"
+
+// routes builds the member's HTTP API (docs/PROTOCOL.md). Writes go
+// through s.write, which forwards them to the leader when this member is
+// not it; reads are served from this member's state.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.Handle("GET /metrics", s.metrics.handler())
+
+	mux.HandleFunc("GET /v1/members", s.read(s.handleMembers))
+	mux.HandleFunc("POST /v1/members/join", s.write(s.handleJoin))
+	mux.HandleFunc("POST /v1/members/remove", s.write(s.handleRemoveMember))
+	mux.HandleFunc("GET /v1/snapshot", s.read(s.handleSnapshot))
+	mux.HandleFunc("POST /v1/snapshot/restore", s.write(s.handleRestore))
+
+	mux.HandleFunc("GET /v1/nodes", s.read(s.handleNodes))
+	mux.HandleFunc("GET /v1/nodes/{id}", s.read(s.handleNode))
+	mux.HandleFunc("POST /v1/nodes/{id}/drain", s.write(s.handleDrain))
+	mux.HandleFunc("POST /v1/nodes/{id}/undrain", s.write(s.handleUndrain))
+
+	mux.HandleFunc("POST /v1/steps", s.write(s.handleSubmit))
+	mux.HandleFunc("GET /v1/steps", s.read(s.handleSteps))
+	mux.HandleFunc("GET /v1/steps/{id}", s.read(s.handleStep))
+	mux.HandleFunc("POST /v1/steps/{id}/cancel", s.write(s.handleCancel))
+	mux.HandleFunc("GET /v1/steps/{id}/stream-url", s.read(s.handleStreamURL))
+
+	mux.HandleFunc("POST /v1/agent/register", s.write(s.handleRegister))
+	mux.HandleFunc("POST /v1/agent/heartbeat", s.write(s.handleHeartbeat))
+	mux.HandleFunc("GET /v1/agent/assignments", s.read(s.handleAssignments))
+	mux.HandleFunc("POST /v1/agent/steps/{id}/phase", s.write(s.handlePhase))
+	mux.HandleFunc("POST /v1/agent/steps/{id}/events", s.write(s.handleEvents))
+	mux.HandleFunc("POST /v1/agent/steps/{id}/exit", s.write(s.handleExit))
+	mux.HandleFunc("POST /v1/agent/steps/{id}/cancel-confirmed", s.write(s.handleConfirmCancel))
+
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
+	return s.metrics.instrument(mux)
+}
+
+// noRoute answers a request no pattern matched: 405 with Allow when the
+// path exists for other methods, else 404.
+func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: api.CodeMethodNotAllowed,
+			msg: fmt.Sprintf("%s %s: method not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+		return
+	}
+	writeError(w, &httpError{status: http.StatusNotFound, code: api.CodeNotFound,
+		msg: fmt.Sprintf("no route %s %s: see docs/PROTOCOL.md", r.Method, r.URL.Path)})
+}
+
+// handlerFunc is an API handler: it writes a success itself or returns an
+// error, which becomes the error document.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// read serves a read from this member's state once it applied what it
+// knows to be committed; with ?consistent it is forwarded to the leader,
+// which confirms its leadership first (a linearizable read).
+func (s *Server) read(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := r.URL.Query()["consistent"]; ok {
+			if !s.raft.IsLeader() {
+				s.forward(w, r)
+				return
+			}
+			if err := s.raft.Barrier(r.Context()); err != nil {
+				writeError(w, errorOf(err))
+				return
+			}
+		} else {
+			s.catchUp(r.Context())
+		}
+		if err := h(w, r); err != nil {
+			writeError(w, errorOf(err))
+		}
+	}
+}
+
+// write runs a write on the leader: on a follower it forwards the request.
+// The handler runs with a context that the client's going away does not
+// cancel, so that a command is not abandoned half-way; Raft's apply
+// timeout bounds it.
+func (s *Server) write(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.raft.IsLeader() {
+			s.forward(w, r)
+			return
+		}
+		r = r.WithContext(context.WithoutCancel(r.Context()))
+		if err := h(w, r); err != nil {
+			writeError(w, errorOf(err))
+		}
+	}
+}
+
+// catchUp waits, up to a second, until this member applied every entry
+// the leader had committed when the read arrived (the leader's commit
+// index, asked over HTTP; this member's own idea of it when the leader
+// cannot be asked). A read that follows a write the leader acknowledged
+// thus sees it, on any member.
+func (s *Server) catchUp(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	target := s.raft.CommitIndex()
+	if !s.raft.IsLeader() {
+		if h, err := s.leaderHealth(ctx); err == nil {
+			target = max(target, h.CommitIndex)
+		}
+	}
+	st := s.fsm.State()
+	for s.raft.AppliedIndex() < target && ctx.Err() == nil {
+		// Raft's own entries (no-ops, configurations) do not reach the
+		// state, so do not wake WaitIndex: look again after a while.
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		_, _ = st.WaitIndex(wctx, st.Index())
+		wcancel()
+	}
+}
+
+// leaderHealth asks the leader for its health, commit index included.
+func (s *Server) leaderHealth(ctx context.Context) (api.Health, error) {
+	id, _ := s.raft.Leader()
+	m, ok := s.fsm.State().Member(id)
+	if id == "" || !ok {
+		return api.Health{}, fmt.Errorf("no leader known")
+	}
+	return s.memberHealth(ctx, m.HTTPAddress)
+}
+
+// httpError is an error answer.
+type httpError struct {
+	status     int
+	code       string
+	msg        string
+	retryAfter time.Duration
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *httpError {
+	return &httpError{status: http.StatusBadRequest, code: api.CodeBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) *httpError {
+	return &httpError{status: http.StatusNotFound, code: api.CodeNotFound, msg: fmt.Sprintf(format, args...)}
+}
+
+func conflict(format string, args ...any) *httpError {
+	return &httpError{status: http.StatusConflict, code: api.CodeConflict, msg: fmt.Sprintf(format, args...)}
+}
+
+func noLeader(format string, args ...any) *httpError {
+	return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNoLeader, msg: fmt.Sprintf(format, args...),
+		retryAfter: time.Second}
+}
+
+// errorOf maps an error of a handler, of Raft or of the FSM to its answer.
+func errorOf(err error) *httpError {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he
+	}
+	var ce *CapacityError
+	var nl *NotLeaderError
+	switch {
+	case errors.As(err, &ce):
+		return &httpError{status: http.StatusServiceUnavailable, code: api.CodeCapacityExhausted, msg: err.Error(),
+			retryAfter: ce.RetryAfter}
+	case errors.Is(err, ErrNotFound):
+		return &httpError{status: http.StatusNotFound, code: api.CodeNotFound, msg: err.Error()}
+	case errors.Is(err, ErrInvalid):
+		return badRequest("%s", strings.TrimSuffix(err.Error(), ": "+ErrInvalid.Error()))
+	case errors.Is(err, ErrExists), errors.Is(err, ErrTerminal), errors.Is(err, ErrTransition),
+		errors.Is(err, ErrStale), errors.Is(err, ErrUnavailable):
+		return conflict("%s", err.Error())
+	case errors.As(err, &nl):
+		return noLeader("%s", err.Error())
+	case errors.Is(err, ErrLeadershipLost):
+		return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable, msg: err.Error(), retryAfter: time.Second}
+	case errors.Is(err, ErrStopped):
+		return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
+			msg: "this scheduler member is shutting down: use another", retryAfter: time.Second}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
+			msg: fmt.Sprintf("timed out: %v; the change may still be applied, read it back before retrying", err), retryAfter: time.Second}
+	}
+	return &httpError{status: http.StatusInternalServerError, code: api.CodeInternal, msg: err.Error()}
+}
+
+func writeError(w http.ResponseWriter, e *httpError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(e.retryAfter.Round(time.Second), time.Second)/time.Second)))
+	}
+	writeJSON(w, e.status, api.NewError(e.code, e.msg))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(api.NewError(api.CodeInternal, "encode answer: "+err.Error()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// writeIndexed writes v with the state index it was read at.
+func writeIndexed(w http.ResponseWriter, status int, index uint64, v any) {
+	w.Header().Set(IndexHeader, strconv.FormatUint(index, 10))
+	writeJSON(w, status, v)
+}

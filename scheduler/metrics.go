@@ -1,0 +1,151 @@
+package scheduler
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// metrics are a member's Prometheus metrics, in a registry of its own (so
+// that several members can run in one test process).
+type metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	placement prometheus.Histogram
+	forwarded prometheus.Counter
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rodon_scheduler_http_requests_total",
+			Help: "HTTP requests answered, by route pattern and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rodon_scheduler_http_request_duration_seconds",
+			Help:    "Time to answer HTTP requests (long polls included), by route pattern.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}, []string{"route"}),
+		placement: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rodon_scheduler_placement_latency_seconds",
+			Help:    "Time from a step's queueing (or re-queueing) to its placement, on the leader.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rodon_scheduler_forwarded_requests_total",
+			Help: "Requests this member forwarded to the leader.",
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.duration, m.placement, m.forwarded, stateCollector{s},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// instrument counts the requests h answers by route pattern and code.
+func (m *metrics) instrument(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rw, r)
+		// The mux records the matched pattern in r.
+		route := r.Pattern
+		if route == "" || route == "/" {
+			route = "unmatched"
+		}
+		m.requests.WithLabelValues(route, strconv.Itoa(rw.status)).Inc()
+		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusWriter records the status of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.wroteHeader = true
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes of
+// forwarded answers).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+var (
+	raftStateDesc = prometheus.NewDesc("rodon_scheduler_raft_state",
+		"1 for the member's current Raft state (leader, follower, candidate, shutdown), else 0.", []string{"state"}, nil)
+	leaderDesc = prometheus.NewDesc("rodon_scheduler_raft_leader",
+		"1 while this member is the leader, else 0.", nil, nil)
+	knownLeaderDesc = prometheus.NewDesc("rodon_scheduler_raft_has_leader",
+		"1 while this member knows a leader, else 0.", nil, nil)
+	indexDesc = prometheus.NewDesc("rodon_scheduler_raft_applied_index",
+		"The last Raft index applied on this member.", nil, nil)
+	stepsDesc = prometheus.NewDesc("rodon_scheduler_steps",
+		"Steps in the replicated state, by state.", []string{"state"}, nil)
+	nodesDesc = prometheus.NewDesc("rodon_scheduler_nodes",
+		"Nodes in the replicated state, by state.", []string{"state"}, nil)
+)
+
+// stateCollector reads the gauges off the member's Raft and state at each
+// scrape.
+type stateCollector struct{ s *Server }
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{raftStateDesc, leaderDesc, knownLeaderDesc, indexDesc, stepsDesc, nodesDesc} {
+		ch <- d
+	}
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.s.raft
+	current := strings.ToLower(r.RaftState())
+	for _, st := range []string{"leader", "follower", "candidate", "shutdown"} {
+		ch <- prometheus.MustNewConstMetric(raftStateDesc, prometheus.GaugeValue, boolValue(st == current), st)
+	}
+	leader, _ := r.Leader()
+	ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, boolValue(r.IsLeader()))
+	ch <- prometheus.MustNewConstMetric(knownLeaderDesc, prometheus.GaugeValue, boolValue(leader != ""))
+	ch <- prometheus.MustNewConstMetric(indexDesc, prometheus.GaugeValue, float64(r.AppliedIndex()))
+
+	st := c.s.fsm.State()
+	steps := st.StepCounts()
+	for _, state := range stepStates {
+		ch <- prometheus.MustNewConstMetric(stepsDesc, prometheus.GaugeValue, float64(steps[state]), string(state))
+	}
+	nodes := make(map[cluster.NodeState]int)
+	for _, n := range st.Nodes() {
+		nodes[n.State]++
+	}
+	for _, state := range []cluster.NodeState{cluster.NodeReady, cluster.NodeDegraded, cluster.NodeDraining, cluster.NodeDown} {
+		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(nodes[state]), string(state))
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

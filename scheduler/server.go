@@ -1,0 +1,233 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// Config configures a scheduler member (`scheduler serve`).
+type Config struct {
+	// ID names the member in the Raft cluster (--node-id).
+	ID string
+	// DataDir holds the Raft log, stable store and snapshots (--data-dir).
+	DataDir string
+	// RaftAddr is the host:port of the Raft transport, which the other
+	// members dial (--raft-addr).
+	RaftAddr string
+	// HTTPAddr is the host:port the HTTP API listens on; the other members
+	// forward writes to it, so its host must be a specific address
+	// (--http-addr).
+	HTTPAddr string
+	// Bootstrap starts a new cluster with this member as its only voter,
+	// unless DataDir already holds Raft state (--bootstrap).
+	Bootstrap bool
+	// Join lists HTTP addresses (host:port or URLs) of existing members;
+	// the member asks them to add it as a voter until one leader accepts
+	// (--join).
+	Join []string
+	// NodeTTL is how long a node may stay silent before the leader
+	// declares it down (--node-ttl).
+	NodeTTL time.Duration
+	// QueueTimeout is how long a step may wait in the queue before it
+	// expires; zero waits forever.
+	QueueTimeout time.Duration
+	// MaxWait caps the wait of a long poll (?wait=).
+	MaxWait time.Duration
+	// ShutdownTimeout bounds the wait for requests in flight when Run's
+	// context ends.
+	ShutdownTimeout time.Duration
+	// Raft holds Raft's timing; its ID, DataDir, Addr and Bootstrap are
+	// taken from the fields above.
+	Raft RaftConfig
+}
+
+// Defaults of Config.
+const (
+	DefaultNodeTTL = 10 * time.Second
+	// defaultWait is the wait of a long poll that names none.
+	defaultWait = 30 * time.Second
+)
+
+// DefaultConfig returns the configuration of `scheduler serve` without
+// flags: the identity and addresses are left to the caller.
+func DefaultConfig() Config {
+	return Config{
+		NodeTTL:         DefaultNodeTTL,
+		QueueTimeout:    time.Hour,
+		MaxWait:         5 * time.Minute,
+		ShutdownTimeout: 10 * time.Second,
+		Raft:            DefaultRaftConfig(),
+	}
+}
+
+// Server is one scheduler member: a Raft member replicating the FSM, the
+// HTTP API of docs/PROTOCOL.md, and, while it leads, the leader loops
+// (placement, node TTL, drain deadlines, queue expiry). Build it with New
+// and call Run once.
+type Server struct {
+	cfg     Config
+	logger  *slog.Logger
+	fsm     *FSM
+	raft    *Raft
+	metrics *metrics
+	handler http.Handler
+	// fwd carries forwarded writes and member health checks.
+	fwd *http.Client
+	// now is the leader's clock; tests may replace it before Run.
+	now func() time.Time
+
+	mu sync.Mutex
+	// pending holds, while this member leads, why queued steps could not
+	// be placed (the placement loop's last CapacityError); the queue
+	// expiry loop quotes it.
+	pending map[cluster.StepID]string
+}
+
+// New validates cfg and wires a member. It starts nothing: Run does.
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
+	switch {
+	case cfg.ID == "":
+		return nil, errors.New("scheduler: empty member id")
+	case cfg.DataDir == "":
+		return nil, errors.New("scheduler: empty data dir")
+	case cfg.Bootstrap && len(cfg.Join) > 0:
+		return nil, errors.New("scheduler: bootstrap and join are exclusive: bootstrap the first member, join the others to it")
+	case cfg.NodeTTL <= 0:
+		return nil, fmt.Errorf("scheduler: node ttl %v: must be positive", cfg.NodeTTL)
+	case cfg.QueueTimeout < 0:
+		return nil, fmt.Errorf("scheduler: queue timeout %v: must not be negative", cfg.QueueTimeout)
+	case cfg.MaxWait <= 0:
+		return nil, fmt.Errorf("scheduler: max wait %v: must be positive", cfg.MaxWait)
+	}
+	if err := checkHostPort(cfg.RaftAddr); err != nil {
+		return nil, fmt.Errorf("scheduler: raft address: %w", err)
+	}
+	if err := checkHostPort(cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("scheduler: http address: %w", err)
+	}
+	rc := cfg.Raft
+	rc.ID, rc.DataDir, rc.Addr, rc.Bootstrap = cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Bootstrap
+	fsm := NewFSM(logger.With("member", cfg.ID))
+	r, err := NewRaft(rc, fsm, logger, RaftDeps{}) // it adds the member itself
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	s := &Server{
+		cfg:    cfg,
+		logger: logger.With("component", "server", "member", cfg.ID),
+		fsm:    fsm,
+		raft:   r,
+		fwd:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}},
+		now:    func() time.Time { return time.Now().UTC() },
+	}
+	s.metrics = newMetrics(s)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// checkHostPort checks that addr is host:port with a specific host, one
+// that other members can dial.
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: want HOST:PORT: %w", addr, err)
+	}
+	if port == "" {
+		return fmt.Errorf("%q: no port", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q: other members dial this address: give a specific host, not a wildcard", addr)
+	}
+	return nil
+}
+
+// Handler returns the member's HTTP API, for tests that serve it
+// themselves.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// FSM returns the member's state machine.
+func (s *Server) FSM() *FSM { return s.fsm }
+
+// Raft returns the member's Raft component.
+func (s *Server) Raft() *Raft { return s.raft }
+
+// Run serves until ctx ends: it starts Raft, listens on HTTPAddr, joins
+// the cluster if configured to, and runs the leader loops whenever this
+// member leads. When ctx ends it stops taking requests, waits up to
+// ShutdownTimeout for those in flight (long polls answer at once), stops
+// the leader loops and then Raft, and returns nil. An error means the
+// member could not start or Raft failed.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("scheduler: listen on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	defer ln.Close()
+
+	// Raft outlives everything else: writes in flight and the leader loops
+	// need it until they end.
+	raftCtx, stopRaft := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRaft()
+	raftDone := make(chan error, 1)
+	go func() { raftDone <- s.raft.Run(raftCtx) }()
+
+	g, gctx := errgroup.WithContext(ctx)
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Handlers see gctx end when Run stops: long polls answer at once.
+		BaseContext: func(net.Listener) context.Context { return gctx },
+		ErrorLog:    slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	g.Go(func() error {
+		s.logger.Info("serving http", "address", ln.Addr().String())
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("scheduler: serve http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			s.logger.Warn("http shutdown", "err", err)
+			srv.Close()
+		}
+		return nil
+	})
+	g.Go(func() error { return s.watchLeadership(gctx) })
+	g.Go(func() error {
+		select {
+		case err := <-raftDone:
+			raftDone <- err
+			if err == nil {
+				err = errors.New("scheduler: raft stopped unexpectedly")
+			}
+			return err
+		case <-gctx.Done():
+			return nil
+		}
+	})
+	if len(s.cfg.Join) > 0 {
+		g.Go(func() error { s.join(gctx); return nil })
+	}
+	err = g.Wait()
+	stopRaft()
+	if rerr := <-raftDone; err == nil {
+		err = rerr
+	}
+	s.fwd.CloseIdleConnections()
+	s.logger.Info("scheduler member stopped")
+	return err
+}

@@ -1,0 +1,320 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/scheduler/client"
+)
+
+// testServer is one member of a serverCluster, run by Run on real TCP
+// listeners on 127.0.0.1.
+type testServer struct {
+	id   string
+	srv  *Server
+	stop context.CancelFunc
+	done chan error
+}
+
+func (m *testServer) url() string { return "http://" + m.srv.cfg.HTTPAddr }
+
+// serverCluster is an in-process scheduler cluster of Servers over real
+// TCP (Raft and HTTP), started with Run and stopped by cancelling it.
+type serverCluster struct {
+	t       *testing.T
+	members []*testServer
+	// transport carries the test clients' requests; closed at cleanup so
+	// no connection goroutine outlives the test.
+	transport *http.Transport
+}
+
+// serverConfig is a member's configuration with timings fit for a test.
+func serverConfig(t *testing.T, id string) Config {
+	cfg := DefaultConfig()
+	cfg.ID, cfg.DataDir = id, t.TempDir()
+	cfg.RaftAddr, cfg.HTTPAddr = freeAddr(t), freeAddr(t)
+	cfg.NodeTTL = time.Minute
+	cfg.ShutdownTimeout = 2 * time.Second
+	rc := testConfig(id)
+	cfg.Raft = rc
+	return cfg
+}
+
+// newServerCluster starts n members: the first bootstraps, the others
+// join through it with --join. edit, if not nil, changes each member's
+// configuration. Cleanup stops them and checks that no goroutine of theirs
+// is left.
+func newServerCluster(t *testing.T, n int, edit func(*Config)) *serverCluster {
+	t.Helper()
+	checkNoServerGoroutines(t)
+	c := &serverCluster{t: t, transport: newTestTransport(t)}
+	var first string
+	for i := range n {
+		cfg := serverConfig(t, fmt.Sprintf("m%d", i))
+		if i == 0 {
+			cfg.Bootstrap = true
+			first = cfg.HTTPAddr
+		} else {
+			cfg.Join = []string{first}
+		}
+		if edit != nil {
+			edit(&cfg)
+		}
+		c.start(cfg)
+		if i == 0 {
+			c.waitLeader()
+		}
+	}
+	c.waitMembers(n)
+	return c
+}
+
+// start runs a member with cfg until the test ends.
+func (c *serverCluster) start(cfg Config) *testServer {
+	t := c.t
+	t.Helper()
+	srv, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatalf("New(%s) = %v", cfg.ID, err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	m := &testServer{id: cfg.ID, srv: srv, stop: stop, done: make(chan error, 1)}
+	go func() { m.done <- srv.Run(ctx) }()
+	c.members = append(c.members, m)
+	t.Cleanup(func() { c.stopMember(m) })
+	return m
+}
+
+// stopMember cancels a member's Run and waits for it to return.
+func (c *serverCluster) stopMember(m *testServer) {
+	c.t.Helper()
+	m.stop()
+	select {
+	case err, ok := <-m.done:
+		if ok && err != nil {
+			c.t.Errorf("member %s: Run() = %v", m.id, err)
+		}
+		if ok {
+			close(m.done)
+		}
+	case <-time.After(10 * time.Second):
+		c.t.Errorf("member %s: Run did not return 10s after cancel", m.id)
+	}
+}
+
+// waitLeader waits until one member leads, and returns it.
+func (c *serverCluster) waitLeader() *testServer {
+	c.t.Helper()
+	var leader *testServer
+	waitFor(c.t, "a leader", func() bool {
+		leader = nil
+		for _, m := range c.members {
+			if m.srv.raft.IsLeader() {
+				leader = m
+			}
+		}
+		return leader != nil
+	})
+	return leader
+}
+
+// follower returns a member that is not the leader.
+func (c *serverCluster) follower() *testServer {
+	leader := c.waitLeader()
+	for _, m := range c.members {
+		if m != leader {
+			return m
+		}
+	}
+	c.t.Fatal("no follower")
+	return nil
+}
+
+// waitMembers waits until the leader counts n voters and every running
+// member knows the leader's HTTP address.
+func (c *serverCluster) waitMembers(n int) {
+	c.t.Helper()
+	waitFor(c.t, fmt.Sprintf("%d members", n), func() bool {
+		leader := c.waitLeader()
+		ms, err := leader.srv.raft.Members(c.t.Context())
+		if err != nil || len(ms) != n {
+			return false
+		}
+		for _, m := range c.members {
+			id, _ := m.srv.raft.Leader()
+			if _, ok := m.srv.fsm.State().Member(id); !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// client returns a client of the given members (all when none).
+func (c *serverCluster) client(of ...*testServer) *client.Client {
+	c.t.Helper()
+	if len(of) == 0 {
+		of = c.members
+	}
+	var urls []string
+	for _, m := range of {
+		urls = append(urls, m.url())
+	}
+	cl, err := client.New(strings.Join(urls, ","), client.Options{
+		HTTPClient: &http.Client{Transport: c.transport},
+		RetryFor:   5 * time.Second,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// newTestTransport returns a transport for test clients whose idle
+// connections are closed when the test ends.
+func newTestTransport(t testing.TB) *http.Transport {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// waitFor polls cond until it holds, failing t after 10 seconds.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitStep waits, with the step long poll, until cond holds for step id,
+// and returns the step.
+func waitStep(t testing.TB, c *client.Client, id string, what string, cond func(api.Step) bool) api.Step {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var index uint64
+	for {
+		s, err := c.WaitStep(ctx, id, index, 5*time.Second)
+		if err != nil {
+			t.Fatalf("waiting for step %s to be %s: WaitStep() = %v", id, what, err)
+		}
+		if cond(s) {
+			return s
+		}
+		index = s.ModifyIndex
+	}
+}
+
+func stateIs(state string) func(api.Step) bool {
+	return func(s api.Step) bool { return s.State == state }
+}
+
+// testAgent plays a node agent through the client: it registers and, until
+// stopped, heartbeats.
+type testAgent struct {
+	t    *testing.T
+	id   cluster.NodeID
+	c    *client.Client
+	stop func()
+}
+
+// newAgent registers node id with cpu cores and mem bytes, and heartbeats
+// every 50ms until stopHeartbeats or the end of the test.
+func newAgent(t *testing.T, c *client.Client, id cluster.NodeID, cpu float64, mem int64) *testAgent {
+	t.Helper()
+	_, err := c.Register(t.Context(), cluster.RegisterNode{
+		Node:     id,
+		Address:  netip.MustParseAddrPort("127.0.0.1:7200"),
+		Capacity: cluster.Resources{CPU: cpu, MemoryBytes: mem},
+		Health:   cluster.Health{State: cluster.NodeReady},
+	})
+	if err != nil {
+		t.Fatalf("Register(%s) = %v", id, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			_, _ = c.Heartbeat(ctx, cluster.Heartbeat{Node: id, Health: cluster.Health{State: cluster.NodeReady}})
+		}
+	})
+	a := &testAgent{t: t, id: id, c: c, stop: sync.OnceFunc(func() { cancel(); wg.Wait() })}
+	t.Cleanup(a.stop)
+	return a
+}
+
+func (a *testAgent) phase(id string, attempt int, state cluster.StepState, p cluster.Phases) {
+	a.t.Helper()
+	err := a.c.ReportPhase(a.t.Context(), cluster.StepPhase{Step: cluster.StepID(id), Node: a.id, Attempt: attempt, State: state, Phases: p})
+	if err != nil {
+		a.t.Fatalf("ReportPhase(%s, %s) = %v", id, state, err)
+	}
+}
+
+// run reports step id starting, then running.
+func (a *testAgent) run(id string, attempt int) {
+	a.t.Helper()
+	a.phase(id, attempt, cluster.StateStarting, cluster.Phases{Created: time.Now()})
+	a.phase(id, attempt, cluster.StateRunning, cluster.Phases{Started: time.Now()})
+}
+
+func (a *testAgent) exit(id string, attempt int, state cluster.StepState, code int, by cluster.TerminatedBy) {
+	a.t.Helper()
+	err := a.c.ReportExit(a.t.Context(), cluster.StepExit{Node: a.id, Attempt: attempt, Record: cluster.ExitRecord{
+		Step: cluster.StepID(id), State: state, ExitCode: code, TerminatedBy: by, Phases: cluster.Phases{Exited: time.Now()},
+	}})
+	if err != nil {
+		a.t.Fatalf("ReportExit(%s) = %v", id, err)
+	}
+}
+
+// checkNoServerGoroutines fails t if goroutines of a Server, of Raft or of
+// an HTTP connection are still running once t's other cleanups are done.
+func checkNoServerGoroutines(t testing.TB) {
+	t.Helper()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			buf := make([]byte, 4<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			var left []string
+			for g := range strings.SplitSeq(string(buf), "\n\n") {
+				for _, pat := range []string{"hashicorp/raft", "scheduler.(*Raft)", "scheduler.(*Server)",
+					"net/http.(*conn).serve", "net/http.(*persistConn)", "scheduler.newAgent"} {
+					if strings.Contains(g, pat) {
+						left = append(left, g)
+						break
+					}
+				}
+			}
+			if len(left) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%d goroutines left:\n%s", len(left), strings.Join(left, "\n\n"))
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
