@@ -174,11 +174,14 @@ func (r *Raft) Run(ctx context.Context) (err error) {
 		d.Snapshots = snaps
 	}
 	if d.Transport == nil {
-		tr, err := raft.NewTCPTransportWithLogger(r.cfg.Addr, nil, 3, r.cfg.TransportTimeout, hl.Named("transport"))
+		stream, err := listenRaft(r.cfg.Addr)
 		if err != nil {
 			return fmt.Errorf("raft: listen on %s: %w", r.cfg.Addr, err)
 		}
-		closers = append(closers, tr)
+		tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: stream, MaxPool: 3, Timeout: r.cfg.TransportTimeout, Logger: hl.Named("transport"),
+		})
+		closers = append(closers, closeTransport{tr: tr, stream: stream})
 		d.Transport = tr
 	}
 

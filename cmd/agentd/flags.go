@@ -21,6 +21,9 @@ type runtimeFlags struct {
 	runscConfig string
 	dataDir     string
 	logLevel    string
+	// node scopes the runtime to one node's sandboxes (agentd serve,
+	// cleanup); empty for agentd run.
+	node string
 }
 
 func (f *runtimeFlags) register(fs *flag.FlagSet) {
@@ -38,6 +41,7 @@ func (f *runtimeFlags) config() agentd.RuntimeConfig {
 	c.RuntimeType = f.runtimeType
 	c.DataDir = f.dataDir
 	c.RuntimeConfigPath = f.runscConfig
+	c.Node = f.node
 	return c
 }
 

@@ -18,6 +18,7 @@ Commands:
   serve [FLAGS]            run the node agent: register with the scheduler, run assigned steps
   run [FLAGS] -- ARGV...   run one step in a fresh sandbox on this node
   probe [FLAGS]            run the node's capability probe (canary sandbox, cgroup limits)
+  cleanup [--node-id ID]   destroy sandboxes that a stopped agent of this node left behind
 
 Run "agentd COMMAND -h" for a command's flags.
 `
@@ -49,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code, err = runCmd(args[1:], stdout, stderr)
 	case "serve":
 		code, err = serveCmd(args[1:], stdout, stderr)
+	case "cleanup":
+		code, err = cleanupCmd(args[1:], stdout, stderr)
 	case "probe":
 		code, err = probeCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":

@@ -140,9 +140,8 @@ func hostMemory() int64 {
 // serve runs the agent, its log store janitor and its HTTP server until ctx
 // ends, then stops them within a bounded time.
 func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []string, logger *slog.Logger) error {
-	rcfg := f.config()
-	rcfg.Node = string(cfg.Node)
-	rt, err := agentd.NewRuntime(ctx, rcfg, logger)
+	f.node = string(cfg.Node)
+	rt, err := agentd.NewRuntime(ctx, f.config(), logger)
 	if err != nil {
 		return err
 	}

@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/size"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
@@ -60,7 +60,7 @@ func (r *runCmd) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&r.timeout, "timeout", 0, "wall-clock limit, such as 10m (0: none)")
 	fs.BoolVar(&r.noInternet, "no-internet", false, "deny all network access")
 	fs.Var(&r.env, "env", "environment variable K=V (repeatable)")
-	fs.StringVar(&r.workspace, "workspace", "", "directory the step sees a copy of at /workspace")
+	fs.StringVar(&r.workspace, "workspace", "", "name of the workspace (under the node's --workspace-root) the step sees a copy of at /workspace")
 	fs.BoolVar(&r.tty, "tty", false, "give the step a terminal")
 	fs.BoolVar(&r.idempotent, "idempotent", false, "the step may run again if its node is lost (default: at most once)")
 	fs.StringVar(&r.id, "id", "", "step id (default: a random one)")
@@ -98,11 +98,12 @@ func (r *runCmd) request(argv []string) (api.StepRequest, error) {
 	}
 	req.MemoryBytes = m
 	if r.workspace != "" {
-		abs, err := filepath.Abs(r.workspace)
-		if err != nil {
-			return req, fmt.Errorf("%w: --workspace: %v", errUsage, err)
+		// A workspace is named, not a host path: it lives under the
+		// node's --workspace-root, so a step cannot name a host directory.
+		if err := cluster.ValidateStepID(cluster.StepID(r.workspace)); err != nil {
+			return req, fmt.Errorf("%w: --workspace %q: want a workspace name of 1-63 characters of a-z, 0-9, '-' and '_' (workspaces live under each node's --workspace-root)", errUsage, r.workspace)
 		}
-		req.Workspace = abs
+		req.Workspace = r.workspace
 	}
 	if req.ID == "" {
 		// Chosen here so that a submission whose answer was lost can be

@@ -134,7 +134,7 @@ func TestRun(t *testing.T) {
 func TestRunFlags(t *testing.T) {
 	exit := &api.Exit{State: "exited", ExitCode: intp(0), TerminatedBy: "exit"}
 	f := newRunFixture(t, framesOf(nil, exit), func(s *api.Step) { s.State, s.ExitCode = "exited", intp(0) })
-	ws := t.TempDir()
+	ws := "analysis-1"
 	r := schedctl(t, f.sched.srv.URL, nil, "run", "--id", "my-step", "--image", "python", "--cpu", "0.5",
 		"--memory", "1g", "--timeout", "90s", "--no-internet", "--env", "A=1", "--env", "B=x=y",
 		"--workspace", ws, "--tty", "--idempotent", "--", "python3", "-c", "print(1)")
@@ -146,6 +146,9 @@ func TestRunFlags(t *testing.T) {
 		Workspace: ws, NoInternet: true, TTY: true, Idempotent: true}
 	if diff := cmp.Diff(want, f.sched.submits[0]); diff != "" {
 		t.Errorf("submitted (-want +got):\n%s", diff)
+	}
+	if r := schedctl(t, f.sched.srv.URL, nil, "run", "--workspace", "/etc", "--", "true"); r.code != exitUsage || !strings.Contains(r.stderr, "--workspace") {
+		t.Errorf("run --workspace /etc = %v; want a usage error naming --workspace", r)
 	}
 	if r := schedctl(t, f.sched.srv.URL, nil, "run", "--id", "my-step", "--", "true"); r.code != exitError || !strings.Contains(r.stderr, "exists") {
 		t.Errorf("run with a used --id = %v; want exit 1, exists", r)

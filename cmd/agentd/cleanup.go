@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"io"
+)
+
+// cleanupCmd is `agentd cleanup [--node-id ID]`: destroy the sandboxes that
+// agents of this node left behind (their agent is gone). scripts/down uses
+// it after stopping agentd, which otherwise leaves running steps to its
+// next start.
+func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	var f runtimeFlags
+	var node string
+	fs := newFlagSet("cleanup", stderr)
+	f.register(fs)
+	fs.StringVar(&node, "node-id", "", "node whose sandboxes to destroy (empty: those of agentd run)")
+	if err := parseFlags(fs, args); err != nil {
+		return 0, err
+	}
+	f.node = node
+	ctx, rt, _, closeRT, err := f.open(stderr)
+	if err != nil {
+		return 0, err
+	}
+	defer closeRT()
+	orphans, err := rt.Orphans(ctx)
+	if err != nil {
+		return 0, err
+	}
+	failed := 0
+	for _, o := range orphans {
+		if err := o.Sandbox.Destroy(ctx); err != nil {
+			fmt.Fprintf(stderr, "agentd cleanup: destroy %s: %v\n", o.Sandbox.ID(), err)
+			failed++
+			continue
+		}
+		fmt.Fprintf(stdout, "destroyed %s (step %s)\n", o.Sandbox.ID(), o.Sandbox.Step().ID)
+	}
+	if failed > 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
