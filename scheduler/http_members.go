@@ -137,7 +137,7 @@ func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	if !contains(memberIDs(members), req.ID) {
+	if !slices.Contains(memberIDs(members), req.ID) {
 		return notFound("member %s: not found: see GET /v1/members", req.ID)
 	}
 	if err := s.raft.RemoveServer(r.Context(), req.ID); err != nil {

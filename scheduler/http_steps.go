@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/rodon-compute/rodon/api"
@@ -62,7 +63,7 @@ var stepStates = []cluster.StepState{
 func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := StepFilter{State: cluster.StepState(q.Get("state")), Node: cluster.NodeID(q.Get("node"))}
-	if f.State != "" && !contains(stepStates, f.State) {
+	if f.State != "" && !slices.Contains(stepStates, f.State) {
 		return badRequest("query parameter state %q: want one of %s", f.State, joinStates(stepStates))
 	}
 	st := s.fsm.State()
@@ -135,15 +136,6 @@ func (s *Server) handleStreamURL(w http.ResponseWriter, r *http.Request) error {
 	u := url.URL{Scheme: "http", Host: n.Address.String(), Path: "/v1/steps/" + string(id) + "/stream"}
 	writeIndexed(w, http.StatusOK, st.Index(), api.StreamURL{URL: u.String()})
 	return nil
-}
-
-func contains[T comparable](list []T, v T) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func joinStates[T ~string](list []T) string {

@@ -116,6 +116,8 @@ func (s *Server) establish(ctx context.Context) {
 func (s *Server) loop(ctx context.Context, name string, fn func(context.Context) time.Time) {
 	logger := s.logger.With("loop", name)
 	logger.Debug("leader loop started")
+	s.loops.Add(1)
+	defer s.loops.Add(-1)
 	st := s.fsm.State()
 	for ctx.Err() == nil {
 		idx := st.Index()

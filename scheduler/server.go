@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -85,6 +86,8 @@ type Server struct {
 	fwd *http.Client
 	// now is the leader's clock; tests may replace it before Run.
 	now func() time.Time
+	// loops counts the leader loops running.
+	loops atomic.Int32
 
 	mu sync.Mutex
 	// pending holds, while this member leads, why queued steps could not

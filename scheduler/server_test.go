@@ -407,3 +407,43 @@ func TestServerHealthAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestServerLeaderFailover removes the leader from the cluster: its leader
+// loops stop while its Server runs on, and the new leader's loops place
+// the next step.
+func TestServerLeaderFailover(t *testing.T) {
+	c := newServerCluster(t, 3, nil)
+	old := c.waitLeader()
+	waitFor(t, "the leader loops", func() bool { return old.srv.loops.Load() == 4 })
+	rest := slices.DeleteFunc(slices.Clone(c.members), func(m *testServer) bool { return m == old })
+	cl := c.client(rest...)
+	newAgent(t, cl, "n1", 4, 8*gib)
+
+	if err := cl.RemoveMember(t.Context(), old.id); err != nil {
+		t.Fatalf("RemoveMember(%s, the leader) = %v", old.id, err)
+	}
+	waitFor(t, "the old leader's loops to stop", func() bool { return old.srv.loops.Load() == 0 })
+	var leader *testServer
+	waitFor(t, "a new leader running its loops", func() bool {
+		for _, m := range rest {
+			if m.srv.raft.IsLeader() && m.srv.loops.Load() == 4 {
+				leader = m
+				return true
+			}
+		}
+		return false
+	})
+	s, err := cl.SubmitStep(t.Context(), stepRequest(false))
+	if err != nil {
+		t.Fatalf("SubmitStep() after the failover = %v", err)
+	}
+	waitStep(t, cl, s.ID, "placed by the new leader", stateIs("placed"))
+	ms, err := cl.Members(t.Context())
+	if err != nil || len(ms) != 2 {
+		t.Errorf("Members() after removing the leader = %+v, %v; want 2", ms, err)
+	}
+	waitFor(t, "the new leader to drop the old one's record", func() bool {
+		_, ok := leader.srv.fsm.State().Member(old.id)
+		return !ok
+	})
+}

@@ -138,7 +138,8 @@ func run(steps, agents, runs int, binDir string, maxAdded time.Duration) (string
 		return b.String(), err
 	}
 	if runs > 0 {
-		return b.String(), latency(&b, runs, binDir, maxAdded)
+		err := latency(&b, runs, binDir, maxAdded)
+		return b.String(), err
 	}
 	return b.String(), nil
 }

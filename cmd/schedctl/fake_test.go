@@ -37,6 +37,8 @@ type fakeScheduler struct {
 	submits  []api.StepRequest
 	restored [][]byte
 	drains   []string // bodies
+	// nodeReads counts GET /v1/nodes/{id}.
+	nodeReads int
 	removed  []string
 	cancels  []string
 	// streamURL is what stream-url answers for a placed step.
@@ -85,6 +87,27 @@ func newFakeScheduler(t *testing.T) *fakeScheduler {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		writeJSON(w, 200, f.nodes)
+	})
+	// A node read while it drains shows one step fewer each time, then
+	// the drain complete.
+	mux.HandleFunc("GET /v1/nodes/{id}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i := range f.nodes {
+			n := &f.nodes[i]
+			if n.ID != r.PathValue("id") {
+				continue
+			}
+			f.nodeReads++
+			if n.Drain != nil && n.Running > 0 {
+				n.Running--
+			} else if n.Drain != nil {
+				n.Drain.Complete = true
+			}
+			writeJSON(w, 200, *n)
+			return
+		}
+		writeError(w, 404, api.CodeNotFound, "node "+r.PathValue("id")+": not found")
 	})
 	mux.HandleFunc("POST /v1/nodes/{id}/drain", func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)

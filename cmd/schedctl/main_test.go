@@ -261,14 +261,14 @@ func TestTables(t *testing.T) {
 func TestNodeDrain(t *testing.T) {
 	f := newFakeScheduler(t)
 	f.nodes = []api.Node{{ID: "n1", Address: "127.0.0.1:7300", State: "ready", Running: 1}}
-	r := schedctl(t, f.srv.URL, nil, "node", "drain", "n1", "--deadline", "10m")
+	r := schedctl(t, f.srv.URL, nil, "node", "drain", "n1", "--deadline", "10m", "--detach")
 	if r.code != 0 || !strings.Contains(r.stdout, "node n1: draining") {
 		t.Errorf("node drain n1 = %v; want the node shown draining", r)
 	}
 	if want := []string{`{"deadline":"10m0s"}`}; !cmp.Equal(trimAll(f.drains), want) {
 		t.Errorf("drain bodies = %q, want %q", f.drains, want)
 	}
-	r = schedctl(t, f.srv.URL, nil, "node", "drain", "n1", "-o", "json")
+	r = schedctl(t, f.srv.URL, nil, "node", "drain", "n1", "-o", "json", "--detach")
 	var n api.Node
 	if err := json.Unmarshal([]byte(r.stdout), &n); err != nil || n.State != "draining" {
 		t.Errorf("node drain -o json = %v (%v); want the node, draining", r, err)
@@ -279,7 +279,7 @@ func TestNodeDrain(t *testing.T) {
 	if r := schedctl(t, f.srv.URL, nil, "node", "undrain", "n1"); r.code != 0 || !strings.Contains(r.stdout, "node n1: ready") {
 		t.Errorf("node undrain n1 = %v; want the node ready", r)
 	}
-	if r := schedctl(t, f.srv.URL, nil, "node", "drain", "n9"); r.code != exitError || !strings.Contains(r.stderr, "n9") {
+	if r := schedctl(t, f.srv.URL, nil, "node", "drain", "n9", "--detach"); r.code != exitError || !strings.Contains(r.stderr, "n9") {
 		t.Errorf("node drain n9 = %v; want exit 1 naming n9", r)
 	}
 }
@@ -333,5 +333,19 @@ func TestSnapshot(t *testing.T) {
 	os.WriteFile(file, []byte("not json"), 0o600)
 	if r := schedctl(t, f.srv.URL, nil, "snapshot", "restore", file); r.code != exitError || len(f.restored) != 1 {
 		t.Errorf("snapshot restore of a non-snapshot = %v; want exit 1 and nothing posted", r)
+	}
+}
+
+// TestNodeDrainWaits: without --detach, drain returns only once the
+// scheduler reports the drain complete (no steps, sandboxes cleaned up).
+func TestNodeDrainWaits(t *testing.T) {
+	f := newFakeScheduler(t)
+	f.nodes = []api.Node{{ID: "n1", Address: "127.0.0.1:7300", State: "ready", Running: 2}}
+	r := schedctl(t, f.srv.URL, nil, "node", "drain", "n1")
+	if r.code != 0 || !strings.Contains(r.stdout, "node n1 draining (2 steps running)") || !strings.Contains(r.stdout, "node n1 drained") {
+		t.Errorf("node drain n1 = %v; want draining, then drained", r)
+	}
+	if f.nodeReads < 3 {
+		t.Errorf("drain read the node %d times; want it to wait for the steps to go and the drain to complete", f.nodeReads)
 	}
 }

@@ -113,34 +113,51 @@ func TestDrain(t *testing.T) {
 		s, err := c.Step(ctx, "busy")
 		return err == nil && s.State == "running"
 	})
-	if code, out, errOut := schedctl(t, f, "node", "drain", "a1"); code != 0 || !strings.Contains(out, "draining") {
-		t.Fatalf("schedctl node drain = %d, %q, %q", code, out, errOut)
+	drain := exec.Command(bin+"/schedctl", "node", "drain", "a1")
+	drain.Env = append(os.Environ(), "RODON_SCHEDULER="+f.urls())
+	var drainOut strings.Builder
+	drain.Stdout, drain.Stderr = &drainOut, &drainOut
+	if err := drain.Start(); err != nil {
+		t.Fatal(err)
 	}
+	drained := make(chan error, 1)
+	go func() { drained <- drain.Wait() }()
+	waitFor(t, 10*time.Second, "the node to show draining", func() bool {
+		n, err := c.Node(ctx, "a1")
+		return err == nil && n.State == "draining"
+	})
 	if _, err := c.SubmitStep(ctx, api.StepRequest{ID: "late", Image: "base", CPU: 0.2, MemoryBytes: 128 << 20, Args: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		code, out, _ := schedctl(t, f, "nodes", "-o", "json")
-		var nodes []api.Node
-		if code != 0 || json.Unmarshal([]byte(out), &nodes) != nil || len(nodes) != 1 {
-			t.Fatalf("schedctl nodes -o json = %d, %q", code, out)
-		}
-		busy, _ := c.Step(ctx, "busy")
-		if !busy.Terminal() {
-			if nodes[0].State != "draining" {
-				t.Fatalf("node state %q while its step runs, want draining", nodes[0].State)
+	for done := false; !done; {
+		select {
+		case err := <-drained:
+			if err != nil {
+				t.Fatalf("schedctl node drain: %v: %s", err, drainOut.String())
+			}
+			done = true
+		case <-time.After(300 * time.Millisecond):
+			busy, _ := c.Step(ctx, "busy")
+			if busy.State == "exited" && !busy.Phases.CleanedUp.IsZero() {
+				continue // the drain should complete now
+			}
+			code, out, _ := schedctl(t, f, "nodes", "-o", "json")
+			var nodes []api.Node
+			if code != 0 || json.Unmarshal([]byte(out), &nodes) != nil || len(nodes) != 1 || nodes[0].State != "draining" {
+				t.Fatalf("while the step runs: schedctl nodes -o json = %d, %q; want a1 draining", code, out)
 			}
 			if late, _ := c.Step(ctx, "late"); late.State != "queued" {
 				t.Fatalf("new step %s on a draining node, want queued", late.State)
 			}
-			time.Sleep(300 * time.Millisecond)
-			continue
 		}
-		break
 	}
+	// The drain completed only once the step was gone and cleaned up.
 	busy, _ := c.Step(ctx, "busy")
-	if busy.State != "exited" || busy.Phases.CleanedUp.IsZero() && busy.State != "exited" {
-		t.Errorf("drained step %+v, want exited", busy)
+	if busy.State != "exited" || busy.Phases.CleanedUp.IsZero() {
+		t.Errorf("drain completed with the step %s, cleaned up at %v; want exited and cleaned up", busy.State, busy.Phases.CleanedUp)
+	}
+	if !strings.Contains(drainOut.String(), "drained") {
+		t.Errorf("drain output %q, want it to say the node is drained", drainOut.String())
 	}
 	if code, _, errOut := schedctl(t, f, "node", "undrain", "a1"); code != 0 {
 		t.Fatalf("undrain: %s", errOut)
