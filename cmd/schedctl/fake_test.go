@@ -39,8 +39,8 @@ type fakeScheduler struct {
 	drains   []string // bodies
 	// nodeReads counts GET /v1/nodes/{id}.
 	nodeReads int
-	removed  []string
-	cancels  []string
+	removed   []string
+	cancels   []string
 	// streamURL is what stream-url answers for a placed step.
 	streamURL string
 	// streamURLRefusals counts stream-url answers "not placed yet".
