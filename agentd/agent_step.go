@@ -126,39 +126,10 @@ func (r *stepRun) step() (Step, error) {
 // wait waits for the step's exit, ending it at its timeout or when it is
 // cancelled or abandoned.
 func (r *stepRun) wait(ctx context.Context, sb *Sandbox) (cluster.ExitRecord, error) {
-	var timeout <-chan time.Time
-	if r.spec.Timeout > 0 {
-		t := time.NewTimer(r.spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	type result struct {
-		rec cluster.ExitRecord
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rec, err := sb.Wait(ctx)
-		done <- result{rec, err}
-	}()
-	stop := r.stop
-	for {
-		select {
-		case res := <-done:
-			return res.rec, res.err
-		case <-timeout:
-			timeout = nil
-			if err := sb.Kill(ctx, cluster.ByTimeout, r.a.rt.cfg.TimeoutGrace); err != nil {
-				r.a.logger.Warn("kill step at its timeout", "step", r.id, "error", err)
-			}
-		case <-stop:
-			stop = nil
-			why, _ := r.stopped()
-			if err := sb.Kill(ctx, why, r.a.rt.cfg.KillGrace); err != nil {
-				r.a.logger.Warn("kill step", "step", r.id, "error", err)
-			}
-		}
-	}
+	return sb.Supervise(ctx, r.spec.Timeout, r.stop, func() cluster.TerminatedBy {
+		why, _ := r.stopped()
+		return why
+	})
 }
 
 // finish records the exit in the output log, reports it (unless the

@@ -55,40 +55,9 @@ func (r *Runtime) runIn(ctx context.Context, sb *Sandbox, st Step, stdout, stder
 		}
 		return cluster.ExitRecord{}, err
 	}
-	var timeout <-chan time.Time
-	if st.Timeout > 0 {
-		t := time.NewTimer(st.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	waitCtx, cancelWait := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWait()
-	type result struct {
-		rec cluster.ExitRecord
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rec, err := sb.Wait(waitCtx)
-		done <- result{rec, err}
-	}()
-	cancelled := ctx.Done()
-	for {
-		select {
-		case res := <-done:
-			return res.rec, res.err
-		case <-timeout:
-			timeout = nil
-			if err := sb.Kill(waitCtx, cluster.ByTimeout, r.cfg.TimeoutGrace); err != nil {
-				r.logger.Warn("kill step at timeout", "step", st.ID, "error", err)
-			}
-		case <-cancelled:
-			cancelled = nil
-			if err := sb.Kill(waitCtx, cluster.ByUser, r.cfg.KillGrace); err != nil {
-				r.logger.Warn("cancel step", "step", st.ID, "error", err)
-			}
-		}
-	}
+	// The wait outlives ctx: a cancelled caller still gets the exit that
+	// containerd reports for the cancelled step.
+	return sb.Supervise(context.WithoutCancel(ctx), st.Timeout, ctx.Done(), func() cluster.TerminatedBy { return cluster.ByUser })
 }
 
 func failed(id cluster.StepID, queued time.Time, err error) cluster.ExitRecord {
