@@ -62,11 +62,12 @@ func DefaultAgentConfig() AgentConfig {
 // Runtime, streams output into the log store, and reports phases and
 // exits. Create it with NewAgent and run it with Run.
 type Agent struct {
-	cfg    AgentConfig
-	rt     *Runtime
-	sched  Scheduler
-	logs   *logstore.Store
-	logger *slog.Logger
+	cfg     AgentConfig
+	rt      *Runtime
+	sched   Scheduler
+	logs    *logstore.Store
+	logger  *slog.Logger
+	metrics *Metrics
 
 	mu     sync.Mutex
 	health cluster.Health
@@ -90,13 +91,14 @@ func NewAgent(cfg AgentConfig, rt *Runtime, sched Scheduler, logs *logstore.Stor
 		return nil, errors.New("agent config: no workspace root")
 	}
 	return &Agent{
-		cfg:    cfg,
-		rt:     rt,
-		sched:  sched,
-		logs:   logs,
-		logger: logger.With("component", "agent", "node", cfg.Node),
-		steps:  map[cluster.StepID]*stepRun{},
-		done:   map[cluster.StepAttempt]bool{},
+		cfg:     cfg,
+		rt:      rt,
+		sched:   sched,
+		logs:    logs,
+		logger:  logger.With("component", "agent", "node", cfg.Node),
+		metrics: NewMetrics(),
+		steps:   map[cluster.StepID]*stepRun{},
+		done:    map[cluster.StepAttempt]bool{},
 	}, nil
 }
 
@@ -108,6 +110,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.health = a.rt.Probe(ctx, a.cfg.ProbeImage)
 	if a.health.State != cluster.NodeReady {
 		a.logger.Warn("node degraded", "reasons", a.health.Reasons)
+		a.metrics.degraded.Set(1)
 	}
 	if err := a.register(ctx); err != nil {
 		return err
@@ -217,6 +220,9 @@ func (a *Agent) apply(ctx context.Context, st cluster.Step) {
 		r.cancel()
 	}
 }
+
+// Metrics returns the agent's metrics, for registration.
+func (a *Agent) Metrics() *Metrics { return a.metrics }
 
 // abandon kills and cleans up an attempt the scheduler no longer wants,
 // without reporting on it.

@@ -59,6 +59,8 @@ func (r *stepRun) stopped() (cluster.TerminatedBy, bool) {
 // next agent.
 func (r *stepRun) run(ctx context.Context) {
 	defer r.a.forget(r.id)
+	r.a.metrics.running.Inc()
+	defer r.a.metrics.running.Dec()
 	logger := r.a.logger.With("step", r.id, "attempt", r.attempt)
 	r.a.logs.Remove(r.id) // an earlier attempt's log on this node
 	lg, err := r.a.logs.Create(r.id)
@@ -73,11 +75,13 @@ func (r *stepRun) run(ctx context.Context) {
 		r.finish(ctx, lg, nil, failedRecord(r.id, err))
 		return
 	}
+	createStart := time.Now()
 	sb, err := r.a.rt.Create(ctx, st)
 	if err != nil {
 		r.finish(ctx, lg, nil, failedRecord(r.id, err))
 		return
 	}
+	r.a.metrics.create.Observe(time.Since(createStart).Seconds())
 	r.phase(ctx, "", cluster.Phases{Created: sb.phases.Created})
 	if err := sb.Start(ctx, lg.Stdout(), lg.Stderr()); err != nil {
 		rec := failedRecord(r.id, err)
@@ -142,6 +146,7 @@ func (r *stepRun) finish(ctx context.Context, lg *logstore.Log, sb *Sandbox, rec
 		}
 	}
 	why, abandoned := r.stopped()
+	r.a.metrics.steps.WithLabelValues(string(rec.State), string(rec.TerminatedBy)).Inc()
 	if !abandoned {
 		r.report(ctx, "exit", func(ctx context.Context) error {
 			return r.a.sched.StepExit(ctx, cluster.StepExit{Node: r.a.cfg.Node, Attempt: r.attempt, Record: rec})
@@ -157,10 +162,12 @@ func (r *stepRun) finish(ctx context.Context, lg *logstore.Log, sb *Sandbox, rec
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
+	cleanupStart := time.Now()
 	if err := sb.Destroy(dctx); err != nil {
 		r.a.logger.Warn("destroy sandbox", "step", r.id, "error", err)
 		return
 	}
+	r.a.metrics.cleanup.Observe(time.Since(cleanupStart).Seconds())
 	if !abandoned {
 		r.phase(ctx, "", cluster.Phases{CleanedUp: time.Now().UTC()})
 	}

@@ -7,6 +7,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/agentd/stream"
@@ -76,14 +80,18 @@ func (s *schedulerClient) ConfirmCancel(ctx context.Context, c cluster.ConfirmCa
 	return refused(s.c.ConfirmCancel(ctx, c))
 }
 
-// newAgentMux serves step streams and /healthz.
-func newAgentMux(logs *logstore.Store, logger *slog.Logger) (http.Handler, error) {
+// newAgentMux serves step streams, /healthz and /metrics.
+func newAgentMux(logs *logstore.Store, m *agentd.Metrics, logger *slog.Logger) (http.Handler, error) {
 	h, err := stream.New(stream.DefaultConfig(), logs, logger)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/steps/", h)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collectors()...)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}` + "\n"))

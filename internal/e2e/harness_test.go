@@ -122,6 +122,8 @@ type fleet struct {
 	httpAddrs  []string
 	schedulers []*proc
 	agents     []*proc
+	// agentAddrs are the agents' --listen addresses, in agents' order.
+	agentAddrs []string
 	wsRoot     string
 }
 
@@ -161,8 +163,10 @@ func startAgents(t *testing.T, f *fleet, n int) {
 	f.wsRoot = t.TempDir()
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("a%d", i+1)
+		listen := freePort(t)
+		f.agentAddrs = append(f.agentAddrs, listen)
 		f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--scheduler", f.urls(),
-			"--node-id", id, "--data-dir", t.TempDir(), "--listen", freePort(t), "--workspace-root", f.wsRoot,
+			"--node-id", id, "--data-dir", t.TempDir(), "--listen", listen, "--workspace-root", f.wsRoot,
 			"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info"))
 	}
 	c := newClient(t, f.urls())

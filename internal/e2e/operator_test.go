@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,6 +92,16 @@ func TestCancelWaitOrder(t *testing.T) {
 		t.Errorf("cancel confirmed at %v before the exit at %v", s.Cancel.ConfirmedAt, s.Phases.Exited)
 	}
 	t.Logf("cancel --wait took %v", time.Since(start))
+	// The agent's metrics count the cancelled step.
+	resp, err := http.Get("http://" + f.agentAddrs[0] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `rodon_agent_steps_total{state="cancelled",terminated_by="user"} 1`) {
+		t.Errorf("agent /metrics does not count the cancelled step:\n%s", metrics)
+	}
 	for _, a := range f.agents {
 		a.stop(30 * time.Second)
 	}
