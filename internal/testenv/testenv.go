@@ -6,6 +6,8 @@ package testenv
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -39,4 +41,28 @@ func RequireContainerd(t testing.TB) {
 	if _, err := os.Stat(ContainerdAddress); err != nil {
 		Missing(t, "Rodon's containerd is not running at "+ContainerdAddress)
 	}
+}
+
+// RequireNetAdmin needs root with CAP_NET_ADMIN and CAP_SYS_ADMIN, enough
+// to make network namespaces, veths and bind mounts.
+func RequireNetAdmin(t testing.TB) {
+	t.Helper()
+	RequireRoot(t)
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		Missing(t, "cannot read capabilities: "+err.Error())
+	}
+	const netAdmin, sysAdmin = 12, 21
+	for _, line := range strings.Split(string(b), "\n") {
+		hex, ok := strings.CutPrefix(line, "CapEff:")
+		if !ok {
+			continue
+		}
+		caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		if err != nil || caps&(1<<netAdmin) == 0 || caps&(1<<sysAdmin) == 0 {
+			Missing(t, "test needs CAP_NET_ADMIN and CAP_SYS_ADMIN")
+		}
+		return
+	}
+	Missing(t, "cannot read capabilities: no CapEff in /proc/self/status")
 }

@@ -1,0 +1,275 @@
+package netpolicy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// TestFilterAttach builds two namespaces of its own, a stand-in host and a
+// sandbox joined by a veth pair, attaches the filter to the host end and
+// checks that allowed TCP connects, denied TCP is refused at once, denied
+// packets are counted, and Close detaches and forgets the sandbox. No
+// namespace has any other link, so no packet can leave them.
+func TestFilterAttach(t *testing.T) {
+	f := newTestFilter(t)
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	defer netns.Set(orig)
+	host := filterTestNS(t, orig)
+	sandbox := filterTestNS(t, orig)
+
+	hh, err := netlink.NewHandleAt(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hh.Close()
+	sh, err := netlink.NewHandleAt(sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: "rpftest-h"},
+		PeerName:      "rpftest-s",
+		PeerNamespace: netlink.NsFd(int(sandbox)),
+	}
+	if err := hh.LinkAdd(veth); err != nil {
+		t.Fatalf("add veth: %v", err)
+	}
+	hostIf := filterTestLinkUp(t, hh, "rpftest-h", "192.0.2.1/24", "2001:db8:1::1/64")
+	sbIf := filterTestLinkUp(t, sh, "rpftest-s", "192.0.2.2/24", "2001:db8:1::2/64")
+	for _, gw := range []string{"192.0.2.1", "2001:db8:1::1"} {
+		if err := sh.RouteAdd(&netlink.Route{LinkIndex: sbIf, Gw: net.ParseIP(gw)}); err != nil {
+			t.Fatalf("add default route via %s in sandbox: %v", gw, err)
+		}
+	}
+
+	// Attach and listen in the host namespace.
+	if err := netns.Set(host); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.Attach(hostIf, SandboxConfig{Resolvers: []netip.Addr{netip.MustParseAddr("10.0.0.53")}})
+	if err != nil {
+		t.Fatalf("Attach(%d) = %v", hostIf, err)
+	}
+	defer a.Close()
+	if _, err := f.Attach(hostIf, SandboxConfig{}); !errors.Is(err, ErrAttached) {
+		t.Errorf("second Attach(%d) = %v, want ErrAttached", hostIf, err)
+	}
+	if n := filterTestPrograms(t, hostIf); n != 1 {
+		t.Fatalf("TCX ingress programs on %d = %d, want 1", hostIf, n)
+	}
+	for _, addr := range []string{"192.0.2.1:8080", "[2001:db8:1::1]:8080"} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+
+	// Connect from the sandbox namespace.
+	if err := netns.Set(sandbox); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var d net.Dialer
+	// The IPv6 connect needs neighbour discovery through the filter.
+	for _, addr := range []string{"192.0.2.1:8080", "[2001:db8:1::1]:8080"} {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			t.Fatalf("dial allowed %s: %v", addr, err)
+		}
+		c.Close()
+	}
+	for _, addr := range []string{"169.254.169.254:80", "10.9.9.9:443", "[fd00::1]:22"} {
+		start := time.Now()
+		_, err := d.DialContext(ctx, "tcp", addr)
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("dial denied %s = %v, want connection refused", addr, err)
+		}
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("dial denied %s took %v, want < 1s", addr, el)
+		}
+	}
+	u, err := d.DialContext(ctx, "udp", "198.51.100.7:53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Write([]byte("query"))
+	u.Close()
+	if err := netns.Set(orig); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := a.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[Reason]netip.AddrPort{
+		ReasonMetadata:       netip.MustParseAddrPort("169.254.169.254:80"),
+		ReasonPrivate:        netip.MustParseAddrPort("[fd00::1]:22"),
+		ReasonDNSNotResolver: netip.MustParseAddrPort("198.51.100.7:53"),
+	}
+	for r, last := range want {
+		if got[r].Packets < 1 || got[r].Last != last {
+			t.Errorf("Counters()[%v] = %+v, want >= 1 packet, last %v", r, got[r], last)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("Counters() = %v, want only %v", got, want)
+	}
+
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("second Close() = %v", err)
+	}
+	if err := netns.Set(host); err != nil {
+		t.Fatal(err)
+	}
+	if n := filterTestPrograms(t, hostIf); n != 0 {
+		t.Errorf("TCX ingress programs on %d after Close = %d, want 0", hostIf, n)
+	}
+	if err := netns.Set(orig); err != nil {
+		t.Fatal(err)
+	}
+	var cfg egressSandboxCfg
+	if err := f.objs.SandboxCfgs.Lookup(uint32(hostIf), &cfg); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Errorf("sandbox config after Close: lookup = %v, want ErrKeyNotExist", err)
+	}
+	if got, err := a.Counters(); err != nil || len(got) != 0 {
+		t.Errorf("Counters() after Close = %v, %v; want none", got, err)
+	}
+}
+
+// TestFilterAttachVethGone closes an attachment whose veth was deleted first,
+// as a teardown that removes the namespace before the filter does.
+func TestFilterAttachVethGone(t *testing.T) {
+	f := newTestFilter(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	defer netns.Set(orig)
+	host := filterTestNS(t, orig)
+	hh, err := netlink.NewHandleAt(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hh.Close()
+	if err := hh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "rpftest-a"}, PeerName: "rpftest-b"}); err != nil {
+		t.Fatalf("add veth: %v", err)
+	}
+	ifindex := filterTestLinkUp(t, hh, "rpftest-a")
+	if err := netns.Set(host); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.Attach(ifindex, SandboxConfig{})
+	if err != nil {
+		t.Fatalf("Attach(%d) = %v", ifindex, err)
+	}
+	if err := netns.Set(orig); err != nil {
+		t.Fatal(err)
+	}
+	l, err := hh.LinkByName("rpftest-a")
+	if err == nil {
+		err = hh.LinkDel(l)
+	}
+	if err != nil {
+		t.Fatalf("delete veth: %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("Close() after veth deletion = %v, want nil", err)
+	}
+	var cfg egressSandboxCfg
+	if err := f.objs.SandboxCfgs.Lookup(uint32(ifindex), &cfg); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Errorf("sandbox config after Close: lookup = %v, want ErrKeyNotExist", err)
+	}
+}
+
+// filterTestNS makes an unnamed namespace with lo up, switches back to orig
+// and closes the handle at the end of the test (the namespace goes with it).
+func filterTestNS(t *testing.T, orig netns.NsHandle) netns.NsHandle {
+	t.Helper()
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	lo, err := netlink.LinkByName("lo")
+	if err == nil {
+		err = netlink.LinkSetUp(lo)
+	}
+	if serr := netns.Set(orig); serr != nil {
+		t.Fatal(serr)
+	}
+	if err != nil {
+		t.Fatalf("set lo up: %v", err)
+	}
+	return ns
+}
+
+func filterTestLinkUp(t *testing.T, h *netlink.Handle, name string, prefixes ...string) int {
+	t.Helper()
+	l, err := h.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range prefixes {
+		addr, err := netlink.ParseAddr(prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr.Flags |= unix.IFA_F_NODAD
+		if err := h.AddrAdd(l, addr); err != nil {
+			t.Fatalf("add %s to %s: %v", prefix, name, err)
+		}
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		t.Fatalf("set %s up: %v", name, err)
+	}
+	return l.Attrs().Index
+}
+
+// filterTestPrograms counts TCX ingress programs on ifindex in the calling
+// thread's namespace.
+func filterTestPrograms(t *testing.T, ifindex int) int {
+	t.Helper()
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		t.Fatalf("query TCX programs on %d: %v", ifindex, err)
+	}
+	return len(res.Programs)
+}

@@ -1,0 +1,74 @@
+package netpolicy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// natScript returns the nft script that (re)creates table inet rodon with
+// one masquerade rule per pool family: traffic from the pool leaving the node
+// through anything but a sandbox veth. The table is declared (a no-op if it
+// exists) and its chain flushed and refilled in one transaction, so running
+// it again is harmless. Netlink (vishvananda/netlink) has no nftables API,
+// hence the nft binary.
+func natScript(c Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s {\n", NATTable)
+	b.WriteString("\tchain postrouting {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t}\n}\n")
+	fmt.Fprintf(&b, "flush chain inet %s postrouting\n", NATTable)
+	fmt.Fprintf(&b, "add rule inet %s postrouting ip saddr %s oifname != \"%s*\" masquerade comment \"rodon pool\"\n",
+		NATTable, c.Pool4.Masked(), VethPrefix)
+	fmt.Fprintf(&b, "add rule inet %s postrouting ip6 saddr %s oifname != \"%s*\" masquerade comment \"rodon pool\"\n",
+		NATTable, c.Pool6.Masked(), VethPrefix)
+	return b.String()
+}
+
+// nft runs the nft binary in the node's namespace with script on stdin.
+func (m *Manager) nft(ctx context.Context, script string, args ...string) (string, error) {
+	var out string
+	err := doInNS(m.hostNS, func() error {
+		cmd := exec.CommandContext(ctx, m.cfg.Nft, args...)
+		cmd.Stdin = strings.NewReader(script)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("run %s %s: %w: %s", m.cfg.Nft, strings.Join(args, " "),
+				err, strings.TrimSpace(stderr.String()))
+		}
+		out = stdout.String()
+		return nil
+	})
+	return out, err
+}
+
+// ensureNAT installs the masquerade rules of the pool in the node's
+// namespace; after the first success it does nothing.
+func (m *Manager) ensureNAT(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.natReady {
+		return nil
+	}
+	if _, err := m.nft(ctx, natScript(m.cfg), "-f", "-"); err != nil {
+		return fmt.Errorf("install masquerade rules (is nftables installed?): %w", err)
+	}
+	m.natReady = true
+	return nil
+}
+
+// RemoveNAT deletes table inet rodon from the node's namespace. The rules
+// are shared by every sandbox of the node: call it only when the node
+// stops hosting sandboxes. A missing table is not an error.
+func (m *Manager) RemoveNAT(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.natReady = false
+	script := fmt.Sprintf("table inet %s\ndelete table inet %s\n", NATTable, NATTable)
+	if _, err := m.nft(ctx, script, "-f", "-"); err != nil {
+		return fmt.Errorf("remove masquerade rules: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package netpolicy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// plumb creates the veth pair of sn between the node namespace and the
+// sandbox namespace at sn.NSPath, addresses and brings up both ends, and
+// adds the sandbox's default routes. It fills in sn.HostIfindex.
+func (m *Manager) plumb(sn *SandboxNet) (err error) {
+	sbNS, err := netns.GetFromPath(sn.NSPath)
+	if err != nil {
+		return fmt.Errorf("open namespace %s: %w", sn.NSPath, err)
+	}
+	defer sbNS.Close()
+	host, err := netlink.NewHandleAt(m.hostNS, unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("netlink in node namespace: %w", err)
+	}
+	defer host.Close()
+	sb, err := netlink.NewHandleAt(sbNS, unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("netlink in sandbox namespace: %w", err)
+	}
+	defer sb.Close()
+
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: sn.HostIfname},
+		PeerName:      SandboxIfname,
+		PeerNamespace: netlink.NsFd(sbNS),
+	}
+	if err := host.LinkAdd(veth); err != nil {
+		return fmt.Errorf("create veth %s: %w", sn.HostIfname, err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, deleteLink(host, sn.HostIfname))
+		}
+	}()
+	hl, err := host.LinkByName(sn.HostIfname)
+	if err != nil {
+		return fmt.Errorf("find veth %s: %w", sn.HostIfname, err)
+	}
+	sn.HostIfindex = hl.Attrs().Index
+	if err := addAddrs(host, hl, netip.PrefixFrom(sn.Gateway4, sn.Addr4.Bits()), netip.PrefixFrom(sn.Gateway6, sn.Addr6.Bits())); err != nil {
+		return err
+	}
+	if err := host.LinkSetUp(hl); err != nil {
+		return fmt.Errorf("set %s up: %w", sn.HostIfname, err)
+	}
+
+	sl, err := sb.LinkByName(SandboxIfname)
+	if err != nil {
+		return fmt.Errorf("find %s in sandbox namespace: %w", SandboxIfname, err)
+	}
+	if err := addAddrs(sb, sl, sn.Addr4, sn.Addr6); err != nil {
+		return err
+	}
+	lo, err := sb.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("find lo in sandbox namespace: %w", err)
+	}
+	for _, l := range []netlink.Link{lo, sl} {
+		if err := sb.LinkSetUp(l); err != nil {
+			return fmt.Errorf("set %s up in sandbox namespace: %w", l.Attrs().Name, err)
+		}
+	}
+	for _, gw := range []netip.Addr{sn.Gateway4, sn.Gateway6} {
+		r := &netlink.Route{LinkIndex: sl.Attrs().Index, Gw: net.IP(gw.AsSlice())}
+		if err := sb.RouteAdd(r); err != nil {
+			return fmt.Errorf("add default route via %v in sandbox namespace: %w", gw, err)
+		}
+	}
+	return nil
+}
+
+// addAddrs adds prefixes to link; IPv6 ones without duplicate address
+// detection so they are usable at once.
+func addAddrs(h *netlink.Handle, link netlink.Link, prefixes ...netip.Prefix) error {
+	for _, p := range prefixes {
+		a := &netlink.Addr{IPNet: &net.IPNet{
+			IP:   net.IP(p.Addr().AsSlice()),
+			Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen()),
+		}}
+		if p.Addr().Is6() {
+			a.Flags = unix.IFA_F_NODAD
+		}
+		if err := h.AddrAdd(link, a); err != nil {
+			return fmt.Errorf("add address %v to %s: %w", p, link.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+// deleteVeth deletes the node-side veth name; the kernel deletes its peer.
+// A missing link is not an error.
+func (m *Manager) deleteVeth(name string) error {
+	host, err := netlink.NewHandleAt(m.hostNS, unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("netlink in node namespace: %w", err)
+	}
+	defer host.Close()
+	return deleteLink(host, name)
+}
+
+func deleteLink(h *netlink.Handle, name string) error {
+	l, err := h.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("find veth %s: %w", name, err)
+	}
+	if err := h.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete veth %s: %w", name, err)
+	}
+	return nil
+}
