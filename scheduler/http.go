@@ -95,8 +95,9 @@ func (s *Server) read(h handlerFunc) http.HandlerFunc {
 				writeError(w, errorOf(err))
 				return
 			}
-		} else {
-			s.catchUp(r.Context())
+		} else if err := s.catchUp(r.Context()); err != nil {
+			writeError(w, err)
+			return
 		}
 		if err := h(w, r); err != nil {
 			writeError(w, errorOf(err))
@@ -121,39 +122,58 @@ func (s *Server) write(h handlerFunc) http.HandlerFunc {
 	}
 }
 
-// catchUp waits, up to a second, until this member applied every entry
-// the leader had committed when the read arrived (the leader's commit
-// index, asked over HTTP; this member's own idea of it when the leader
-// cannot be asked). A read that follows a write the leader acknowledged
-// thus sees it, on any member.
-func (s *Server) catchUp(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+// catchUp makes the read that follows linearizable (Raft's ReadIndex): it
+// learns the leader's commit index after the leader confirmed its
+// leadership with a quorum (itself, when this member leads), then waits
+// until this member applied that far. When either cannot be done within
+// readTimeout the read is refused with 503, never answered from a state
+// that may be stale; clients retry on another member.
+func (s *Server) catchUp(ctx context.Context) *httpError {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	target := s.raft.CommitIndex()
-	if !s.raft.IsLeader() {
-		if h, err := s.leaderHealth(ctx); err == nil {
-			target = max(target, h.CommitIndex)
+	var target uint64
+	if s.raft.IsLeader() {
+		target = s.raft.CommitIndex()
+		if err := s.raft.VerifyLeader(ctx); err != nil {
+			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNoLeader,
+				msg: "cannot confirm leadership for a consistent read: " + err.Error(), retryAfter: time.Second}
 		}
+	} else {
+		h, err := s.leaderReadIndex(ctx)
+		if err != nil {
+			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNoLeader,
+				msg: "cannot learn the leader's commit index for a consistent read: " + err.Error(), retryAfter: time.Second}
+		}
+		target = h.CommitIndex
 	}
 	st := s.fsm.State()
-	for s.raft.AppliedIndex() < target && ctx.Err() == nil {
+	for s.raft.AppliedIndex() < target {
+		if ctx.Err() != nil {
+			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
+				msg: fmt.Sprintf("this member has applied index %d of %d; try again", s.raft.AppliedIndex(), target), retryAfter: time.Second}
+		}
 		// Raft's own entries (no-ops, configurations) do not reach the
 		// state, so do not wake WaitIndex: look again after a while.
 		wctx, wcancel := context.WithTimeout(ctx, 10*time.Millisecond)
 		_, _ = st.WaitIndex(wctx, st.Index())
 		wcancel()
 	}
+	return nil
 }
 
-// leaderHealth asks the leader for its health, commit index included.
-func (s *Server) leaderHealth(ctx context.Context) (api.Health, error) {
+// readTimeout bounds the wait of a consistent read.
+const readTimeout = 2 * time.Second
+
+// leaderReadIndex asks the leader for its commit index, confirmed.
+func (s *Server) leaderReadIndex(ctx context.Context) (api.Health, error) {
 	id, _ := s.raft.Leader()
 	m, ok := s.fsm.State().Member(id)
 	if id == "" || !ok {
 		return api.Health{}, fmt.Errorf("no leader known")
 	}
-	return s.memberHealth(ctx, m.HTTPAddress)
+	return s.askHealth(ctx, m.HTTPAddress, "?read-index")
 }
+
 
 // httpError is an error answer.
 type httpError struct {

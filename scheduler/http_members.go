@@ -16,15 +16,26 @@ import (
 )
 
 // handleHealth answers 200 while the member serves, with its Raft view;
-// Status says whether it knows a leader.
+// Status says whether it knows a leader. With ?read-index the member first
+// confirms its leadership with a quorum (503 if it cannot), so that the
+// commit index it reports bounds every acknowledged write: followers use
+// it to serve linearizable reads.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	var commit uint64
+	if _, ok := r.URL.Query()["read-index"]; ok {
+		commit = s.raft.CommitIndex()
+		if err := s.raft.VerifyLeader(r.Context()); err != nil {
+			writeError(w, errorOf(err))
+			return
+		}
+	}
 	leader, _ := s.raft.Leader()
 	h := api.Health{
 		Status:       "ok",
 		ID:           s.cfg.ID,
 		RaftState:    strings.ToLower(s.raft.RaftState()),
 		Leader:       leader,
-		CommitIndex:  s.raft.CommitIndex(),
+		CommitIndex:  max(commit, s.raft.CommitIndex()),
 		AppliedIndex: s.raft.AppliedIndex(),
 		StateIndex:   s.fsm.State().Index(),
 	}
@@ -76,10 +87,15 @@ func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) error {
 
 // memberHealth asks the member at addr for its health.
 func (s *Server) memberHealth(ctx context.Context, addr string) (api.Health, error) {
+	return s.askHealth(ctx, addr, "")
+}
+
+// askHealth asks the member at addr for its health, with query q.
+func (s *Server) askHealth(ctx context.Context, addr, q string) (api.Health, error) {
 	var h api.Health
 	ctx, cancel := context.WithTimeout(ctx, memberHealthTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz"+q, nil)
 	if err != nil {
 		return h, err
 	}

@@ -123,6 +123,21 @@ func (r *Raft) Barrier(ctx context.Context) error {
 	return nil
 }
 
+// VerifyLeader confirms with a quorum that this member still leads; after
+// it, the member's commit index bounds every acknowledged write. It fails
+// on a follower or a deposed leader.
+func (r *Raft) VerifyLeader(ctx context.Context) error {
+	ra, release, err := r.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := r.wait(ctx, ra.VerifyLeader()); err != nil {
+		return fmt.Errorf("verify leadership: %w", raftErr(ra, err))
+	}
+	return nil
+}
+
 // IsLeader reports whether this member is the leader now.
 func (r *Raft) IsLeader() bool {
 	r.mu.Lock()
