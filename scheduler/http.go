@@ -174,7 +174,6 @@ func (s *Server) leaderReadIndex(ctx context.Context) (api.Health, error) {
 	return s.askHealth(ctx, m.HTTPAddress, "?read-index")
 }
 
-
 // httpError is an error answer.
 type httpError struct {
 	status     int
