@@ -196,6 +196,7 @@ func (a *Agent) assignmentLoop(ctx context.Context) {
 		for _, st := range steps {
 			a.apply(ctx, st)
 		}
+		a.pruneDone(steps)
 	}
 }
 
@@ -223,6 +224,23 @@ func (a *Agent) apply(ctx context.Context, st cluster.Step) {
 
 // Metrics returns the agent's metrics, for registration.
 func (a *Agent) Metrics() *Metrics { return a.metrics }
+
+// pruneDone forgets finished attempts the scheduler no longer assigns
+// here: an attempt leaves the assignments only once its end is recorded,
+// and it never comes back, so done stays as small as the assignments.
+func (a *Agent) pruneDone(assigned []cluster.Step) {
+	keep := make(map[cluster.StepAttempt]bool, len(assigned))
+	for _, st := range assigned {
+		keep[cluster.StepAttempt{Step: st.ID, Attempt: st.Attempts}] = true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range a.done {
+		if _, running := a.steps[k.Step]; !keep[k] && !running {
+			delete(a.done, k)
+		}
+	}
+}
 
 // abandon kills and cleans up an attempt the scheduler no longer wants,
 // without reporting on it.

@@ -179,27 +179,34 @@ func (r *stepRun) phase(ctx context.Context, state cluster.StepState, p cluster.
 	})
 }
 
-// reportTries bounds retries of one report; between tries the agent waits
-// a heartbeat interval.
-const reportTries = 30
+// reportGrace is how long reports may still be sent after the agent was
+// told to stop, so that an exit that happened just before is not lost.
+const reportGrace = 10 * time.Second
 
-// report sends one report to the scheduler, retrying while it fails, so
-// that a leader change does not lose it. A report the scheduler refuses
-// for good (a stale attempt) is logged and dropped.
+// report sends one report to the scheduler, retrying while it fails (a
+// leader change, a scheduler briefly unreachable) until it is accepted or
+// refused for good (a stale attempt), or the agent has been stopping for
+// reportGrace.
 func (r *stepRun) report(ctx context.Context, what string, send func(context.Context) error) {
-	var err error
-	for i := 0; i < reportTries; i++ {
-		if err = send(ctx); err == nil || errors.Is(err, ErrReportRefused) {
-			break
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(reportGrace, cancel) })
+	defer stop()
+	for {
+		err := send(rctx)
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, ErrReportRefused):
+			r.a.logger.Warn("scheduler refused a report", "what", what, "step", r.id, "attempt", r.attempt, "error", err)
+			return
 		}
 		select {
-		case <-ctx.Done():
+		case <-rctx.Done():
+			r.a.logger.Warn("report not delivered before the agent stopped", "what", what, "step", r.id, "attempt", r.attempt, "error", err)
 			return
 		case <-time.After(r.a.cfg.Heartbeat / 2):
 		}
-	}
-	if err != nil {
-		r.a.logger.Warn("report to the scheduler", "what", what, "step", r.id, "attempt", r.attempt, "error", err)
 	}
 }
 

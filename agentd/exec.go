@@ -178,9 +178,13 @@ func (s *Sandbox) Wait(ctx context.Context) (cluster.ExitRecord, error) {
 		Stderr:       s.stderr.n.Load(),
 	}
 	switch {
-	case oom:
+	case oom && rec.ExitCode != 0:
 		rec.TerminatedBy = cluster.ByOOM
 		rec.Reason = fmt.Sprintf("out of memory: the memory limit of %d bytes was reached", s.step.Limits.MemoryBytes)
+	case oom:
+		// A process of the step was OOM-killed, yet the step itself
+		// exited 0: it ended by its own exit, and says what happened.
+		rec.Reason = fmt.Sprintf("a process was killed at the memory limit of %d bytes; the step exited 0", s.step.Limits.MemoryBytes)
 	case s.killed == cluster.ByUser:
 		rec.State = cluster.StateCancelled
 		rec.TerminatedBy = cluster.ByUser
