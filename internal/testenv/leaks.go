@@ -15,8 +15,9 @@ import (
 
 // Leftovers lists what Rodon's sandboxes can leave behind on the host:
 // containerd containers, tasks and snapshots in namespace ns, shim and runsc
-// processes, mounts under containerd's state and root directories, and
-// cgroups under cgroupParent. An empty list means a clean host.
+// processes, mounts under containerd's state and root directories, sandbox
+// network namespaces and veths, pinned BPF objects, and cgroups under
+// cgroupParent. An empty list means a clean host.
 func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 	var out []string
 	for _, what := range []string{"containers", "tasks", "snapshots"} {
@@ -53,6 +54,30 @@ func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 			if len(f) > 4 && (strings.Contains(f[4], "/run/rodon/containerd/io.containerd.runtime") ||
 				strings.Contains(f[4], "/var/lib/rodon/containerd/io.containerd.snapshotter") && strings.Contains(f[4], "/mnt")) {
 				out = append(out, "mount: "+f[4])
+			}
+		}
+	}
+	// Sandbox networks (netpolicy): named namespaces and host-side veths.
+	if ents, err := os.ReadDir("/run/netns"); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "rodon-") {
+				out = append(out, "netns: "+e.Name())
+			}
+		}
+	}
+	if ents, err := os.ReadDir("/sys/class/net"); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "rv") {
+				out = append(out, "veth: "+e.Name())
+			}
+		}
+	}
+	// Pinned BPF objects: nothing of Rodon's is pinned, so any rodon entry
+	// in bpffs is a leak.
+	if ents, err := os.ReadDir("/sys/fs/bpf"); err == nil {
+		for _, e := range ents {
+			if strings.Contains(e.Name(), "rodon") {
+				out = append(out, "bpffs: "+e.Name())
 			}
 		}
 	}
