@@ -8,21 +8,31 @@ import (
 	"strings"
 )
 
-// natScript returns the nft script that (re)creates table inet rodon with
-// one masquerade rule per pool family: traffic from the pool leaving the node
-// through anything but a sandbox veth. The table is declared (a no-op if it
-// exists) and its chain flushed and refilled in one transaction, so running
-// it again is harmless. Netlink (vishvananda/netlink) has no nftables API,
-// hence the nft binary.
+// natScript returns the nft script that (re)creates table inet rodon: one
+// masquerade rule per pool family (traffic from the pool leaving the node
+// through anything but a sandbox veth), and in the forward and input hooks a
+// rule dropping every packet from a sandbox veth that the egress filter did
+// not mark as passed (PassMark), so that a veth whose filter is gone carries
+// nothing. The table is declared (a no-op if it exists) and its chains
+// flushed and refilled in one transaction, so running it again is harmless.
+// Netlink (vishvananda/netlink) has no nftables API, hence the nft binary.
 func natScript(c Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {\n", NATTable)
-	b.WriteString("\tchain postrouting {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t}\n}\n")
-	fmt.Fprintf(&b, "flush chain inet %s postrouting\n", NATTable)
+	b.WriteString("\tchain postrouting {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t}\n")
+	b.WriteString("\tchain forward {\n\t\ttype filter hook forward priority filter - 10; policy accept;\n\t}\n")
+	b.WriteString("\tchain input {\n\t\ttype filter hook input priority filter - 10; policy accept;\n\t}\n}\n")
+	for _, chain := range []string{"postrouting", "forward", "input"} {
+		fmt.Fprintf(&b, "flush chain inet %s %s\n", NATTable, chain)
+	}
 	fmt.Fprintf(&b, "add rule inet %s postrouting ip saddr %s oifname != \"%s*\" masquerade comment \"rodon pool\"\n",
 		NATTable, c.Pool4.Masked(), VethPrefix)
 	fmt.Fprintf(&b, "add rule inet %s postrouting ip6 saddr %s oifname != \"%s*\" masquerade comment \"rodon pool\"\n",
 		NATTable, c.Pool6.Masked(), VethPrefix)
+	for _, chain := range []string{"forward", "input"} {
+		fmt.Fprintf(&b, "add rule inet %s %s iifname \"%s*\" meta mark & %#08x != %#08x counter drop comment \"rodon: not passed by the egress filter\"\n",
+			NATTable, chain, VethPrefix, passMask, PassMark)
+	}
 	return b.String()
 }
 

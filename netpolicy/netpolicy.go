@@ -69,6 +69,14 @@ const (
 	ReasonUnconfigured   Reason = 12 // no config or denylist loaded: fail closed
 )
 
+// PassMark is what the egress filter puts in the upper 16 bits of the
+// mark of every packet it passes (PASS_MARK in bpf/egress.c). The node's
+// nftables rules drop sandbox packets without it: with no filter attached, a
+// sandbox's veth carries nothing.
+const PassMark = 0x0d0d0000
+
+const passMask = 0xffff0000
+
 // maxReason is the largest Reason the program may count.
 const maxReason = ReasonUnconfigured
 

@@ -260,8 +260,11 @@ func checkSandboxSide(t *testing.T, sn *SandboxNet) {
 }
 
 // checkReachesGateway opens TCP listeners on the gateway addresses in the
-// node namespace and connects to them from inside the sandbox namespace.
-// Every packet stays inside the two test namespaces.
+// node namespace and connects to them from inside the sandbox namespace:
+// first with no egress filter on the veth, which must fail (the node's
+// nftables rules drop what the filter did not pass), then with a filter
+// whose denylist is empty, which must get through. Every packet stays
+// inside the two test namespaces.
 func checkReachesGateway(t *testing.T, node *testNode, sn *SandboxNet) {
 	t.Helper()
 	sbNS, err := netns.GetFromPath(sn.NSPath)
@@ -269,7 +272,7 @@ func checkReachesGateway(t *testing.T, node *testNode, sn *SandboxNet) {
 		t.Fatal(err)
 	}
 	defer sbNS.Close()
-	for _, gw := range []netip.Addr{sn.Gateway4, sn.Gateway6} {
+	dial := func(gw netip.Addr, timeout time.Duration) (string, error) {
 		var ln net.Listener
 		if err := doInNS(node.ns, func() (err error) {
 			ln, err = net.Listen("tcp", netip.AddrPortFrom(gw, 0).String())
@@ -277,6 +280,7 @@ func checkReachesGateway(t *testing.T, node *testNode, sn *SandboxNet) {
 		}); err != nil {
 			t.Fatalf("listen on %v in node namespace: %v", gw, err)
 		}
+		defer ln.Close()
 		go func() {
 			c, err := ln.Accept()
 			if err != nil {
@@ -287,19 +291,39 @@ func checkReachesGateway(t *testing.T, node *testNode, sn *SandboxNet) {
 		}()
 		var got []byte
 		err := doInNS(sbNS, func() error {
-			d := net.Dialer{Timeout: 2 * time.Second}
+			d := net.Dialer{Timeout: timeout}
 			c, err := d.Dial("tcp", ln.Addr().String())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(2 * time.Second))
+			c.SetDeadline(time.Now().Add(timeout))
 			got, err = io.ReadAll(c)
 			return err
 		})
-		ln.Close()
-		if err != nil || string(got) != "ok" {
-			t.Errorf("from %s connect to gateway %v = %q, %v; want \"ok\"", sn.ID, ln.Addr(), got, err)
+		return string(got), err
+	}
+	for _, gw := range []netip.Addr{sn.Gateway4, sn.Gateway6} {
+		if got, err := dial(gw, 300*time.Millisecond); err == nil {
+			t.Errorf("from %s without an egress filter, connect to gateway %v = %q; want it dropped", sn.ID, gw, got)
+		}
+	}
+	f, err := NewFilter(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.SetDenylist(nil); err != nil {
+		t.Fatal(err)
+	}
+	var att *Attachment
+	if err := doInNS(node.ns, func() (err error) { att, err = f.Attach(sn.HostIfindex, SandboxConfig{}); return err }); err != nil {
+		t.Fatalf("attach a pass-all filter: %v", err)
+	}
+	defer att.Close()
+	for _, gw := range []netip.Addr{sn.Gateway4, sn.Gateway6} {
+		if got, err := dial(gw, 2*time.Second); err != nil || got != "ok" {
+			t.Errorf("from %s connect to gateway %v = %q, %v; want \"ok\"", sn.ID, gw, got, err)
 		}
 	}
 }

@@ -20,6 +20,21 @@
 #define VERDICT_NEXT TC_ACT_UNSPEC
 #define VERDICT_DROP TC_ACT_SHOT
 
+// PASS_MARK becomes skb->mark of every IP packet the filter lets through
+// (a frame crossing into the node namespace arrives with its mark scrubbed,
+// so nothing is lost; a whole-word store also keeps the verifier happy). The node's nftables rules (nat_linux.go) drop packets
+// from a sandbox veth without it, so a veth whose filter is gone (agentd
+// killed, attach lost) carries nothing: the filter fails closed. Keep in
+// sync with PassMark in ../netpolicy.go.
+#define PASS_MARK 0x0d0d0000
+#define PASS_MASK 0xffff0000
+
+static __always_inline int pass(struct __sk_buff *skb)
+{
+	skb->mark = PASS_MARK;
+	return VERDICT_NEXT;
+}
+
 // Reasons; keep in sync with Reason in netpolicy.go.
 #define REASON_NONE 0
 #define REASON_NO_INTERNET 8
@@ -366,7 +381,7 @@ int egress_filter(struct __sk_buff *skb)
 		if (nh == IPPROTO_ICMPV6_ && ih->hop_limit == 255 && l4 == off + sizeof(*ih)) {
 			__u8 *icmp = data + l4;
 			if ((void *)(icmp + 1) <= end && icmp[0] >= 133 && icmp[0] <= 137)
-				return VERDICT_NEXT;
+				return pass(skb);
 		}
 		if (!frag_later)
 			parse_l4(data, end, l4, nh, &p);
@@ -390,7 +405,7 @@ int egress_filter(struct __sk_buff *skb)
 #pragma unroll
 		for (int i = 0; i < MAX_RESOLVERS; i++) {
 			if (i < n && addr_eq(cfg->resolvers[i], p.dst))
-				return VERDICT_NEXT;
+				return pass(skb);
 		}
 	}
 
@@ -405,5 +420,5 @@ int egress_filter(struct __sk_buff *skb)
 		return deny(skb, *reason, &p);
 	if (dns)
 		return deny(skb, REASON_DNS_NOT_RESOLVER, &p);
-	return VERDICT_NEXT;
+	return pass(skb);
 }
