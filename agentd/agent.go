@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +46,9 @@ type AgentConfig struct {
 	WorkspaceRoot string
 	// PollWait is how long one assignments long poll may block.
 	PollWait time.Duration
+	// Degraded are reasons known before the probe that make the node
+	// degraded, such as an egress filter that could not be loaded.
+	Degraded []string
 }
 
 // DefaultAgentConfig returns the defaults of `agentd serve`.
@@ -107,7 +111,15 @@ func NewAgent(cfg AgentConfig, rt *Runtime, sched Scheduler, logs *logstore.Stor
 // sandboxes of running steps are left to containerd, and a restarted agent
 // finds them again.
 func (a *Agent) Run(ctx context.Context) error {
+	if removed, err := a.rt.SweepNetworks(ctx); err != nil {
+		a.logger.Warn("sweep sandbox networks", "error", err)
+	} else if len(removed) > 0 {
+		a.logger.Info("removed sandbox networks left by an earlier agent", "removed", removed)
+	}
 	a.health = a.rt.Probe(ctx, a.cfg.ProbeImage)
+	if len(a.cfg.Degraded) > 0 {
+		a.health = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(a.cfg.Degraded), a.health.Reasons...)}
+	}
 	if a.health.State != cluster.NodeReady {
 		a.logger.Warn("node degraded", "reasons", a.health.Reasons)
 		a.metrics.degraded.Set(1)

@@ -90,7 +90,9 @@ func (r *stepRun) run(ctx context.Context) {
 		return
 	}
 	r.phase(ctx, cluster.StateRunning, cluster.Phases{Started: sb.phases.Started})
+	stopWatch := r.watchDenied(ctx, lg, sb)
 	rec, err := r.wait(ctx, sb)
+	stopWatch()
 	if err != nil {
 		if ctx.Err() != nil {
 			logger.Info("agent stopping; the step's sandbox stays for the next agent")
@@ -113,7 +115,7 @@ func (r *stepRun) step() (Step, error) {
 	st := Step{
 		ID: r.id, Image: bundles.Ref(r.spec.Image), Args: r.spec.Args, Env: r.spec.Env,
 		Limits:  oci.Limits{CPU: r.spec.CPU, MemoryBytes: r.spec.MemoryBytes, Pids: r.spec.Pids},
-		Timeout: r.spec.Timeout, Attempt: r.attempt,
+		Timeout: r.spec.Timeout, Attempt: r.attempt, NoInternet: r.spec.NoInternet,
 	}
 	if r.spec.Workspace != "" {
 		if err := cluster.ValidateStepID(cluster.StepID(r.spec.Workspace)); err != nil {
@@ -125,6 +127,59 @@ func (r *stepRun) step() (Step, error) {
 		}
 	}
 	return st, nil
+}
+
+// deniedPoll is how often the egress counters of a running step are read.
+const deniedPoll = 500 * time.Millisecond
+
+// watchDenied turns the egress filter's counters of sb into step events,
+// in the output log and to the scheduler, while the step runs. The returned
+// func stops the watch after one last read, so that packets denied just
+// before the exit are reported too.
+func (r *stepRun) watchDenied(ctx context.Context, lg *logstore.Log, sb *Sandbox) func() {
+	if sb.net == nil {
+		return func() {}
+	}
+	var t deniedTracker
+	poll := func() {
+		c, err := sb.Denied()
+		if err != nil {
+			r.a.logger.Warn("read egress counters", "step", r.id, "error", err)
+			return
+		}
+		des := t.events(c, time.Now().UTC())
+		if len(des) == 0 {
+			return
+		}
+		evs := make([]cluster.Event, 0, len(des))
+		for _, d := range des {
+			if err := lg.Event(d.event); err != nil {
+				r.a.logger.Warn("record egress event", "step", r.id, "error", err)
+			}
+			r.a.metrics.denied.WithLabelValues(d.reason.String()).Add(float64(d.delta))
+			evs = append(evs, d.event)
+		}
+		r.report(ctx, "events", func(ctx context.Context) error {
+			return r.a.sched.StepEvents(ctx, cluster.StepEvents{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, Events: evs})
+		})
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(deniedPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				poll()
+				return
+			case <-tick.C:
+				poll()
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
 }
 
 // wait waits for the step's exit, ending it at its timeout or when it is

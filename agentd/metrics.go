@@ -12,6 +12,7 @@ type Metrics struct {
 	create   prometheus.Histogram
 	cleanup  prometheus.Histogram
 	degraded prometheus.Gauge
+	denied   *prometheus.CounterVec
 }
 
 // NewMetrics returns the agent's metrics, unregistered.
@@ -39,10 +40,14 @@ func NewMetrics() *Metrics {
 			Name: "rodon_agent_degraded",
 			Help: "1 when the node's capability probe failed (it then receives no steps).",
 		}),
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rodon_agent_egress_denied_packets_total",
+			Help: "Packets from step sandboxes the egress filter denied, by reason.",
+		}, []string{"reason"}),
 	}
 }
 
 // Collectors returns the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.steps, m.running, m.create, m.cleanup, m.degraded}
+	return []prometheus.Collector{m.steps, m.running, m.create, m.cleanup, m.degraded, m.denied}
 }

@@ -54,6 +54,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]Orphan, error) {
 			wsDir:     filepath.Join(workspacesDir(r.cfg), c.ID()),
 			ctlDir:    filepath.Join(ctlDir(r.cfg), c.ID()),
 			container: c,
+			hasNet:    labels[LabelNetwork] != "",
 		}
 		o := Orphan{Sandbox: sb, Owner: owner}
 		if t, err := c.Task(ctx, nil); err == nil {
@@ -74,12 +75,16 @@ func (r *Runtime) Orphans(ctx context.Context) ([]Orphan, error) {
 
 // Resume makes an orphan's Wait report its step's exit again (the exit
 // status is kept by the shim until the process is deleted). Output the step
-// writes from now on is not collected.
+// writes from now on is not collected. A sandbox with a network gets its
+// egress filter attached again; until then its veth carries nothing.
 func (s *Sandbox) Resume(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
 		return errors.New("resume: the step's process is gone")
+	}
+	if err := s.adoptNetwork(); err != nil {
+		return fmt.Errorf("resume: %w", err)
 	}
 	ch, err := s.proc.Wait(context.WithoutCancel(s.rt.nsCtx(ctx)))
 	if err != nil {

@@ -20,6 +20,13 @@ import (
 // not be started; err is non-nil only when no truthful record can be given
 // (containerd unreachable) or the step is invalid.
 func (r *Runtime) Run(ctx context.Context, st Step, stdout, stderr io.Writer) (cluster.ExitRecord, error) {
+	return r.RunWithEvents(ctx, st, stdout, stderr, nil)
+}
+
+// RunWithEvents is Run, and calls onEvent (if not nil) with the step's
+// egress events once the step has exited: one per reason the filter denied
+// packets for, with the count and the last destination.
+func (r *Runtime) RunWithEvents(ctx context.Context, st Step, stdout, stderr io.Writer, onEvent func(cluster.Event)) (cluster.ExitRecord, error) {
 	queued := time.Now().UTC()
 	sb, err := r.Create(ctx, st)
 	if err != nil {
@@ -31,6 +38,16 @@ func (r *Runtime) Run(ctx context.Context, st Step, stdout, stderr io.Writer) (c
 	// Cleanup must run even when the caller has given up.
 	cleanupCtx := context.WithoutCancel(ctx)
 	rec, runErr := r.runIn(ctx, sb, st, stdout, stderr)
+	if onEvent != nil && sb.net != nil {
+		var t deniedTracker
+		c, err := sb.Denied()
+		if err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("read egress counters: %w", err))
+		}
+		for _, d := range t.events(c, time.Now().UTC()) {
+			onEvent(d.event)
+		}
+	}
 	if runErr == nil && st.Workspace != "" && rec.State != cluster.StateFailed {
 		if err := treecopy.Mirror(sb.wsDir, st.Workspace); err != nil {
 			runErr = fmt.Errorf("copy workspace back: %w", err)

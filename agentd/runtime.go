@@ -23,6 +23,8 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+
+	"github.com/rodon-compute/rodon/netpolicy"
 )
 
 // Labels on every container agentd creates. They are how a restarted agent
@@ -34,6 +36,10 @@ const (
 	LabelWorkspace = "rodon.workspace"
 	LabelAttempt   = "rodon.attempt"
 	LabelNode      = "rodon.node"
+	// LabelNetwork is "egress" on a sandbox with its own network
+	// (netpolicy), so that a restarted agent attaches its filter again or
+	// tears the network down.
+	LabelNetwork = "rodon.network"
 )
 
 // RuntimeConfig configures the containerd runtime layer.
@@ -65,6 +71,11 @@ type RuntimeConfig struct {
 	// is cancelled; TimeoutGrace the same when it hits its timeout.
 	KillGrace    time.Duration
 	TimeoutGrace time.Duration
+	// Network, if set, gives every sandbox whose step is not NoInternet its
+	// own namespace, veth and egress filter (the public internet only).
+	// Without it every sandbox has loopback only. The runtime does not
+	// close it.
+	Network *netpolicy.Egress
 }
 
 // DefaultRuntimeConfig returns the configuration used on a standard install

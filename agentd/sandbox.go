@@ -20,6 +20,7 @@ import (
 
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/treecopy"
+	"github.com/rodon-compute/rodon/netpolicy"
 	"github.com/rodon-compute/rodon/oci"
 )
 
@@ -42,8 +43,14 @@ type Sandbox struct {
 	// wsDir is the sandbox's copy of the workspace, bind-mounted at
 	// /workspace.
 	wsDir string
-	// ctlDir is bind-mounted read-only at /.rodon/ctl for the pause.
+	// ctlDir is bind-mounted read-only at /run/rodon/ctl for the pause; it
+	// also holds the sandbox's resolv.conf.
 	ctlDir string
+	// net is the sandbox's network, nil for loopback only; hasNet says a
+	// network was made for it (also when found again after a restart and
+	// not adopted).
+	net    *netpolicy.SandboxEgress
+	hasNet bool
 	// podExit reports the exit of the pod's pause; stopPodWait ends that
 	// wait in Destroy.
 	podExit     <-chan containerd.ExitStatus
@@ -116,9 +123,11 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 		oci.WithLimits(st.Limits),
 		oci.WithCgroupsPath(path.Join(r.cfg.CgroupParent, id)),
 	}
-	if st.NetNS != "" {
-		opts = append(opts, oci.WithNetNS(st.NetNS))
+	netOpts, err := sb.setupNetwork(ctx)
+	if err != nil {
+		return sb, err
 	}
+	opts = append(opts, netOpts...)
 	spec, err := oci.Spec(ctx, r.cfg.Namespace, id, opts...)
 	if err != nil {
 		return sb, err
@@ -135,6 +144,9 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	}
 	if st.Attempt > 0 {
 		labels[LabelAttempt] = strconv.Itoa(st.Attempt)
+	}
+	if sb.hasNet {
+		labels[LabelNetwork] = "egress"
 	}
 	c, err := r.client.NewContainer(ctx, id,
 		containerd.WithImage(img),
@@ -187,8 +199,8 @@ func imageEnv(ctx context.Context, img containerd.Image) ([]string, error) {
 func (s *Sandbox) fifoDir() string { return filepath.Join(fifoDir(s.rt.cfg), s.ID()) }
 
 // Destroy tears the sandbox down: it kills everything in it, deletes the
-// step's process, the pod task, the container and its snapshot, and the
-// workspace copy. It is safe on a partly created sandbox and returns the
+// step's process, the pod task, the container and its snapshot, its
+// network, and the workspace copy. It is safe on a partly created sandbox and returns the
 // first error after trying every part.
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	ctx = s.rt.nsCtx(ctx)
@@ -222,6 +234,7 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	if s.container != nil {
 		errs = append(errs, s.removeCgroups())
 	}
+	errs = append(errs, s.teardownNetwork(ctx))
 	for _, d := range []string{s.wsDir, s.ctlDir} {
 		if d == "" {
 			continue

@@ -26,9 +26,10 @@ type Step struct {
 	Timeout time.Duration
 	// Attempt is the scheduler's attempt number (zero for `agentd run`).
 	Attempt int
-	// NetNS is the path of the network namespace to run in (netpolicy);
-	// empty gives the sandbox a fresh namespace with no interfaces.
-	NetNS string
+	// NoInternet gives the sandbox no network but loopback, even on a
+	// runtime with a Network: there is nothing to reach and nothing to
+	// filter.
+	NoInternet bool
 }
 
 // sandboxID names the step's sandbox in containerd: the step id, with the

@@ -42,4 +42,7 @@ const (
 	EventCleanedUp = "cleaned_up"
 	EventAdopted   = "adopted"
 	EventWarning   = "warning"
+	// EventEgressDenied reports packets the egress filter denied, by
+	// reason: "egress denied: 169.254.169.254:80, metadata, 3 packets".
+	EventEgressDenied = "egress_denied"
 )

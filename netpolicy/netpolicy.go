@@ -10,7 +10,10 @@
 // sends, including gVisor's raw AF_PACKET frames. For each frame it:
 //
 //  1. passes ARP and ICMPv6 neighbour discovery (types 133 to 137 with hop
-//     limit 255) before anything else;
+//     limit 255) before anything else, and drops multicast listener
+//     queries and reports (ICMPv6 types 130 to 132 and type 143) to
+//     link-scope groups ff02::/16 without counting them: they are the
+//     sandbox netstack's housekeeping, not attempts to reach anything;
 //  2. drops frames that are neither IPv4 nor IPv6, or are malformed
 //     ([ReasonProtocol]);
 //  3. denies everything for a sandbox configured with NoInternet, and
@@ -23,6 +26,11 @@
 //     [Reason];
 //  6. denies any other port 53 traffic ([ReasonDNSNotResolver]); everything
 //     else passes (TCX_NEXT).
+//
+// Every IP packet it passes gets PassMark as its mark; the node's nftables
+// rules (table inet rodon) drop sandbox packets without it, so a veth whose
+// filter is gone (agentd killed) carries nothing until the filter is
+// attached again.
 //
 // A denied TCP SYN is answered with a RST|ACK from the destination, written
 // over the SYN and redirected back out of the same veth into the sandbox, so

@@ -27,6 +27,7 @@ func TestSpecGolden(t *testing.T) {
 			WithLimits(Limits{CPU: 1.5, MemoryBytes: 512 << 20, Pids: 128}),
 			WithCgroupsPath("/rodon/s-1"),
 			WithNetNS("/run/netns/rodon-s-1"),
+			WithResolvConf("/var/lib/rodon/agentd/net/s-1/resolv.conf"),
 		}},
 	}
 	for _, tt := range tests {

@@ -100,6 +100,22 @@ func WithNetNS(path string) SpecOpt {
 	return ctroci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: path})
 }
 
+// WithResolvConf bind-mounts the host file path read-only at
+// /etc/resolv.conf: the DNS resolvers the sandbox's network allows.
+func WithResolvConf(path string) SpecOpt {
+	return func(ctx context.Context, cl ctroci.Client, c *containers.Container, s *ctroci.Spec) error {
+		if !filepath.IsAbs(path) {
+			return fmt.Errorf("resolv.conf %q: not an absolute path", path)
+		}
+		return ctroci.ApplyOpts(ctx, cl, c, s, ctroci.WithMounts([]specs.Mount{{
+			Destination: "/etc/resolv.conf",
+			Type:        "bind",
+			Source:      path,
+			Options:     []string{"rbind", "ro", "nosuid", "nodev", "noexec"},
+		}}))
+	}
+}
+
 // WithCgroupsPath places the sandbox's cgroups at path on every controller.
 func WithCgroupsPath(path string) SpecOpt {
 	return ctroci.WithCgroup(path)

@@ -138,7 +138,7 @@ func run(c config) error {
 		rec := filepath.Join(tmp, "rec.json")
 
 		start := time.Now()
-		if err := command(c.agentd, "run", "--containerd", c.address, "--runtime", c.rtm, "--image", c.image,
+		if err := command(c.agentd, "run", "--network", "none", "--containerd", c.address, "--runtime", c.rtm, "--image", c.image,
 			"--id", id+"-a", "--record", rec, "--", "true"); err != nil {
 			return fmt.Errorf("agentd run: %w", err)
 		}
@@ -157,7 +157,7 @@ func run(c config) error {
 		}
 
 		// The first byte needs a step that prints.
-		if err := command(c.agentd, "run", "--containerd", c.address, "--runtime", c.rtm, "--image", c.image,
+		if err := command(c.agentd, "run", "--network", "none", "--containerd", c.address, "--runtime", c.rtm, "--image", c.image,
 			"--id", id+"-e", "--record", rec, "--", "echo", "hi"); err != nil {
 			return fmt.Errorf("agentd run echo: %w", err)
 		}

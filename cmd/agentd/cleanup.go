@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 )
 
 // cleanupCmd is `agentd cleanup [--node-id ID]`: destroy the sandboxes that
@@ -15,6 +16,8 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("cleanup", stderr)
 	f.register(fs)
 	fs.StringVar(&node, "node-id", "", "node whose sandboxes to destroy (empty: those of agentd run)")
+	var removeNAT bool
+	fs.BoolVar(&removeNAT, "remove-nat", false, "also remove the node's shared NAT and filter table (when no agent will run here)")
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
 	}
@@ -36,6 +39,18 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			continue
 		}
 		fmt.Fprintf(stdout, "destroyed %s (step %s)\n", o.Sandbox.ID(), o.Sandbox.Step().ID)
+	}
+	if removed, err := rt.SweepNetworks(ctx); err != nil {
+		fmt.Fprintf(stderr, "agentd cleanup: sweep sandbox networks: %v\n", err)
+		failed++
+	} else if len(removed) > 0 {
+		fmt.Fprintf(stdout, "removed sandbox networks %s\n", strings.Join(removed, " "))
+	}
+	if removeNAT && f.net.mode == "egress" {
+		if err := rt.RemoveNAT(ctx); err != nil {
+			fmt.Fprintf(stderr, "agentd cleanup: %v\n", err)
+			failed++
+		}
 	}
 	if failed > 0 {
 		return 1, nil

@@ -24,6 +24,7 @@ type runtimeFlags struct {
 	// node scopes the runtime to one node's sandboxes (agentd serve,
 	// cleanup); empty for agentd run.
 	node string
+	net  networkFlags
 }
 
 func (f *runtimeFlags) register(fs *flag.FlagSet) {
@@ -33,6 +34,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.runscConfig, "runsc-config", "", "TOML file of runsc flags ([runsc_config]) for the shim")
 	fs.StringVar(&f.dataDir, "data-dir", d.DataDir, "agent data directory")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	f.net.register(fs)
 }
 
 func (f *runtimeFlags) config() agentd.RuntimeConfig {
@@ -45,20 +47,33 @@ func (f *runtimeFlags) config() agentd.RuntimeConfig {
 	return c
 }
 
-// open builds the logger and connects to containerd. Its context ends on
-// SIGINT or SIGTERM; close releases everything.
+// open builds the logger, loads the sandbox network (per --network) and
+// connects to containerd. Its context ends on SIGINT or SIGTERM; close
+// releases everything.
 func (f *runtimeFlags) open(stderr io.Writer) (ctx context.Context, rt *agentd.Runtime, logger *slog.Logger, close func(), err error) {
 	logger, err = newLogger(stderr, f.logLevel)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	rt, err = agentd.NewRuntime(ctx, f.config(), logger)
+	egress, err := f.net.openEgress(logger)
 	if err != nil {
-		stop()
 		return nil, nil, nil, nil, err
 	}
-	return ctx, rt, logger, func() { rt.Close(); stop() }, nil
+	closeEgress := func() {
+		if egress != nil {
+			egress.Close()
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	cfg := f.config()
+	cfg.Network = egress
+	rt, err = agentd.NewRuntime(ctx, cfg, logger)
+	if err != nil {
+		stop()
+		closeEgress()
+		return nil, nil, nil, nil, err
+	}
+	return ctx, rt, logger, func() { rt.Close(); closeEgress(); stop() }, nil
 }
 
 // newFlagSet returns a flag set whose errors come back as errUsage.

@@ -36,6 +36,11 @@ func TestMain(m *testing.M) {
 
 func runAgentd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	// These tests are not about networking: sandboxes get loopback only,
+	// and nothing on the machine's own network changes.
+	if len(args) > 0 && args[0] != "-h" {
+		args = append([]string{args[0], "--network", "none"}, args[1:]...)
+	}
 	cmd := exec.Command(agentdBin, args...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -138,7 +143,7 @@ func TestAdoptAfterAgentKill(t *testing.T) {
 	testenv.RequireContainerd(t)
 	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
 	data := t.TempDir()
-	cmd := exec.Command(agentdBin, "run", "--data-dir", data, "--id", "orphan-1", "--", "sh", "-c", "echo started; sleep 100")
+	cmd := exec.Command(agentdBin, "run", "--network", "none", "--data-dir", data, "--id", "orphan-1", "--", "sh", "-c", "echo started; sleep 100")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -62,7 +62,9 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	defer closeRT()
 	sweepOrphans(ctx, rt, logger)
 
-	rec, err := rt.Run(ctx, st, stdout, stderr)
+	rec, err := rt.RunWithEvents(ctx, st, stdout, stderr, func(e cluster.Event) {
+		fmt.Fprintf(stderr, "agentd run: %s\n", e.Message)
+	})
 	if rec.State == "" {
 		return 0, err
 	}

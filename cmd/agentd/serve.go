@@ -24,6 +24,7 @@ import (
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/size"
+	"github.com/rodon-compute/rodon/netpolicy"
 )
 
 // serveFlags are the flags of `agentd serve`.
@@ -141,7 +142,21 @@ func hostMemory() int64 {
 // ends, then stops them within a bounded time.
 func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []string, logger *slog.Logger) error {
 	f.node = string(cfg.Node)
-	rt, err := agentd.NewRuntime(ctx, f.config(), logger)
+	rcfg := f.config()
+	if _, _, err := f.net.egressConfig(); err != nil {
+		return err
+	}
+	egress, err := f.net.openEgress(logger)
+	if err != nil {
+		// The node registers as degraded and gets no steps.
+		logger.Error("sandbox network unavailable", "error", err)
+		cfg.Degraded = append(cfg.Degraded, err.Error())
+	} else if egress != nil {
+		defer egress.Close()
+		rcfg.Network = egress
+		logger.Info("sandbox network ready", "resolvers", egress.Resolvers(), "node_addrs", egress.NodeAddrs())
+	}
+	rt, err := agentd.NewRuntime(ctx, rcfg, logger)
 	if err != nil {
 		return err
 	}
@@ -175,6 +190,10 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
+	if egress != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); reloadPlatformOnHUP(ctx, &f.net, egress, logger) }()
+	}
 	wg.Add(3)
 	go func() { defer wg.Done(); errc <- agent.Run(ctx) }()
 	go func() { defer wg.Done(); errc <- logs.Run(ctx) }()
@@ -201,4 +220,29 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reloadPlatformOnHUP re-reads the platform CIDRs (--platform-cidrs and
+// --platform-file) on every SIGHUP until ctx ends and loads them into the
+// egress filter; running sandboxes get the new list at once.
+func reloadPlatformOnHUP(ctx context.Context, f *networkFlags, e *netpolicy.Egress, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		p, err := f.platformCIDRs()
+		if err == nil {
+			err = e.SetPlatform(p)
+		}
+		if err != nil {
+			logger.Error("reload platform CIDRs; keeping the old ones", "error", err)
+			continue
+		}
+		logger.Info("platform CIDRs reloaded", "platform", p)
+	}
 }

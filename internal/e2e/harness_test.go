@@ -167,7 +167,7 @@ func startAgents(t *testing.T, f *fleet, n int) {
 		f.agentAddrs = append(f.agentAddrs, listen)
 		f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--scheduler", f.urls(),
 			"--node-id", id, "--data-dir", t.TempDir(), "--listen", listen, "--workspace-root", f.wsRoot,
-			"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info"))
+			"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info", "--network", "none"))
 	}
 	c := newClient(t, f.urls())
 	waitFor(t, 60*time.Second, fmt.Sprintf("%d ready nodes", n), func() bool {

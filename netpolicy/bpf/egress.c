@@ -383,6 +383,17 @@ int egress_filter(struct __sk_buff *skb)
 			if ((void *)(icmp + 1) <= end && icmp[0] >= 133 && icmp[0] <= 137)
 				return pass(skb);
 		}
+		// Multicast listener reports and queries to link-scope groups
+		// (ff02::/16) are the sandbox netstack's own housekeeping, not an
+		// attempt to reach anything: dropped without being counted, so they
+		// do not show up as a denial in every step's events.
+		if (nh == IPPROTO_ICMPV6_ && ih->daddr.in6_u.u6_addr8[0] == 0xff &&
+		    ih->daddr.in6_u.u6_addr8[1] == 0x02) {
+			__u8 *icmp = data + l4;
+			if ((void *)(icmp + 1) <= end &&
+			    ((icmp[0] >= 130 && icmp[0] <= 132) || icmp[0] == 143))
+				return VERDICT_DROP;
+		}
 		if (!frag_later)
 			parse_l4(data, end, l4, nh, &p);
 		else

@@ -1,0 +1,190 @@
+package agentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/netpolicy"
+	"github.com/rodon-compute/rodon/oci"
+)
+
+// setupNetwork gives the sandbox its network, when the runtime has one and
+// the step may use it, and returns the spec options that put the sandbox in
+// it. Every sandbox gets a resolv.conf: the runtime's resolvers, or none.
+func (s *Sandbox) setupNetwork(ctx context.Context) ([]oci.SpecOpt, error) {
+	var resolvers []netip.Addr
+	var opts []oci.SpecOpt
+	if n := s.rt.cfg.Network; n != nil && !s.step.NoInternet {
+		s.hasNet = true
+		sn, err := n.Setup(ctx, s.sandboxID())
+		if err != nil {
+			return nil, fmt.Errorf("sandbox network: %w", err)
+		}
+		s.net = sn
+		resolvers = sn.Resolvers
+		opts = append(opts, oci.WithNetNS(sn.Net.NSPath))
+	}
+	rc := filepath.Join(s.ctlDir, "resolv.conf")
+	if err := os.WriteFile(rc, netpolicy.ResolvConf(resolvers), 0o644); err != nil {
+		return nil, fmt.Errorf("write resolv.conf: %w", err)
+	}
+	return append(opts, oci.WithResolvConf(rc)), nil
+}
+
+// sandboxID is the id of the sandbox before its container exists.
+func (s *Sandbox) sandboxID() string { return s.step.sandboxID() }
+
+// adoptNetwork attaches the egress filter again to the network of a
+// sandbox found after a restart.
+func (s *Sandbox) adoptNetwork() error {
+	n := s.rt.cfg.Network
+	if !s.hasNet || s.net != nil {
+		return nil
+	}
+	if n == nil {
+		return errors.New("the sandbox has a network but this agent runs without one")
+	}
+	sn, err := n.Adopt(s.ID())
+	if err != nil {
+		return fmt.Errorf("adopt sandbox network: %w", err)
+	}
+	s.net = sn
+	return nil
+}
+
+// teardownNetwork removes the sandbox's network, its filter first.
+func (s *Sandbox) teardownNetwork(ctx context.Context) error {
+	n := s.rt.cfg.Network
+	switch {
+	case s.net != nil:
+		if err := n.Teardown(ctx, s.net); err != nil {
+			return err
+		}
+		s.net = nil
+	case s.hasNet && n != nil:
+		return n.TeardownID(ctx, s.sandboxIDOrContainer())
+	}
+	return nil
+}
+
+func (s *Sandbox) sandboxIDOrContainer() string {
+	if s.container != nil {
+		return s.container.ID()
+	}
+	return s.sandboxID()
+}
+
+// Denied returns what the egress filter denied for this sandbox so far,
+// by reason; nil for a sandbox without a network.
+func (s *Sandbox) Denied() (map[netpolicy.Reason]netpolicy.Count, error) {
+	return s.net.Counters()
+}
+
+// SweepNetworks removes sandbox networks that no sandbox in containerd
+// owns (left by an agent that was killed between making a network and its
+// container, or after its container was deleted). Networks of sandboxes
+// that still exist, on any node sharing this containerd, are kept for
+// their owners. Call it at start-up, before the first Create.
+func (r *Runtime) SweepNetworks(ctx context.Context) ([]string, error) {
+	if r.cfg.Network == nil {
+		return nil, nil
+	}
+	cs, err := r.client.Containers(r.nsCtx(ctx), fmt.Sprintf("labels.%q==true", LabelManaged))
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	keep := make([]string, 0, len(cs))
+	for _, c := range cs {
+		keep = append(keep, c.ID())
+	}
+	return r.cfg.Network.Sweep(ctx, keep)
+}
+
+// deniedTracker turns the filter's counters into step events: one event
+// per reason whenever its count grew.
+type deniedTracker struct {
+	seen map[netpolicy.Reason]uint64
+}
+
+// deniedEvent is one reason's event and how many packets it adds.
+type deniedEvent struct {
+	event  cluster.Event
+	reason netpolicy.Reason
+	delta  uint64
+}
+
+// events returns an event for each reason whose count grew since the last
+// call, in reason order.
+func (t *deniedTracker) events(c map[netpolicy.Reason]netpolicy.Count, now time.Time) []deniedEvent {
+	if t.seen == nil {
+		t.seen = make(map[netpolicy.Reason]uint64)
+	}
+	reasons := make([]netpolicy.Reason, 0, len(c))
+	for r := range c {
+		reasons = append(reasons, r)
+	}
+	slices.Sort(reasons)
+	var out []deniedEvent
+	for _, r := range reasons {
+		n := c[r]
+		if n.Packets <= t.seen[r] {
+			continue
+		}
+		out = append(out, deniedEvent{
+			event:  cluster.Event{Time: now, Kind: cluster.EventEgressDenied, Message: DeniedMessage(r, n)},
+			reason: r,
+			delta:  n.Packets - t.seen[r],
+		})
+		t.seen[r] = n.Packets
+	}
+	return out
+}
+
+// DeniedMessage is the text of an egress event, such as
+// "egress denied: 169.254.169.254:80, metadata, 3 packets".
+func DeniedMessage(r netpolicy.Reason, c netpolicy.Count) string {
+	dst := c.Last.String()
+	if c.Last.Port() == 0 {
+		dst = c.Last.Addr().String()
+	}
+	unit := "packets"
+	if c.Packets == 1 {
+		unit = "packet"
+	}
+	return fmt.Sprintf("egress denied: %s, %s, %d %s", dst, r, c.Packets, unit)
+}
+
+// ParseDeniedMessage is the inverse of DeniedMessage for the reason and
+// count, for tools that read events.
+func ParseDeniedMessage(msg string) (dst, reason string, packets uint64, ok bool) {
+	rest, found := strings.CutPrefix(msg, "egress denied: ")
+	if !found {
+		return "", "", 0, false
+	}
+	parts := strings.Split(rest, ", ")
+	if len(parts) != 3 {
+		return "", "", 0, false
+	}
+	var unit string
+	if _, err := fmt.Sscanf(parts[2], "%d %s", &packets, &unit); err != nil {
+		return "", "", 0, false
+	}
+	return parts[0], parts[1], packets, true
+}
+
+// RemoveNAT removes the node's shared NAT and filter table; a no-op
+// without a network.
+func (r *Runtime) RemoveNAT(ctx context.Context) error {
+	if r.cfg.Network == nil {
+		return nil
+	}
+	return r.cfg.Network.RemoveNAT(ctx)
+}
