@@ -32,11 +32,11 @@ func NewFSM(logger *slog.Logger) *FSM {
 func (f *FSM) State() *State { return f.st }
 
 // Apply applies one log entry, [type byte][JSON command], and returns nil,
-// a result (*cluster.HeartbeatResult) or a business error (an error value:
-// the command was logged but changed nothing). An unknown type without
-// cluster.IgnorableFlag, or a payload that does not decode, panics: the
-// log is corrupt or this member is older than the leader, and applying
-// further would diverge.
+// a result (*cluster.HeartbeatResult, *Record, *AuditEntry) or a business
+// error (an error value: the command was logged but changed nothing). An
+// unknown type without cluster.IgnorableFlag, or a payload that does not
+// decode, panics: the log is corrupt or this member is older than the
+// leader, and applying further would diverge.
 func (f *FSM) Apply(l *raft.Log) any {
 	if len(l.Data) == 0 {
 		panic(fmt.Sprintf("fsm: empty log entry at index %d", l.Index))
@@ -78,6 +78,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyRemoveMember(idx, decode[cluster.RemoveMember](l))
 	case cluster.CmdRestore:
 		return st.applyRestore(idx, decode[cluster.Restore](l))
+	case CmdRecordPut:
+		return st.applyRecordPut(idx, decode[RecordPut](l))
+	case CmdRecordDelete:
+		return st.applyRecordDelete(idx, decode[RecordDelete](l))
+	case CmdAuditAppend:
+		return st.applyAuditAppend(idx, decode[AuditAppend](l))
 	default:
 		if t.Ignorable() {
 			f.logger.Warn("skipping unknown ignorable log entry", "type", uint8(t), "index", idx)
@@ -91,7 +97,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 func decode[T any](l *raft.Log) *T {
 	c := new(T)
 	if err := json.Unmarshal(l.Data[1:], c); err != nil {
-		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", cluster.CommandType(l.Data[0]), l.Index, err))
+		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", typeName(cluster.CommandType(l.Data[0])), l.Index, err))
 	}
 	return c
 }

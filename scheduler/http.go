@@ -49,6 +49,14 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/agent/steps/{id}/exit", s.write(s.handleExit))
 	mux.HandleFunc("POST /v1/agent/steps/{id}/cancel-confirmed", s.write(s.handleConfirmCancel))
 
+	mux.HandleFunc("GET /v1/records/{kind}", s.read(s.handleRecords))
+	mux.HandleFunc("GET /v1/records/{kind}/{id}", s.read(s.handleRecord))
+	mux.HandleFunc("PUT /v1/records/{kind}/{id}", s.write(s.handlePutRecord))
+	mux.HandleFunc("DELETE /v1/records/{kind}/{id}", s.write(s.handleDeleteRecord))
+	// The audit log is append-only: no route changes or removes an entry.
+	mux.HandleFunc("POST /v1/audit", s.write(s.handleAppendAudit))
+	mux.HandleFunc("GET /v1/audit", s.read(s.handleAudit))
+
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
 	return s.metrics.instrument(mux)
 }
@@ -57,7 +65,7 @@ func (s *Server) routes() http.Handler {
 // path exists for other methods, else 404.
 func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPost} {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
 		if m == r.Method {
 			continue
 		}
@@ -218,7 +226,7 @@ func errorOf(err error) *httpError {
 	case errors.Is(err, ErrInvalid):
 		return badRequest("%s", strings.TrimSuffix(err.Error(), ": "+ErrInvalid.Error()))
 	case errors.Is(err, ErrExists), errors.Is(err, ErrTerminal), errors.Is(err, ErrTransition),
-		errors.Is(err, ErrStale), errors.Is(err, ErrUnavailable):
+		errors.Is(err, ErrStale), errors.Is(err, ErrUnavailable), errors.Is(err, ErrVersionMismatch):
 		return conflict("%s", err.Error())
 	case errors.As(err, &nl):
 		return noLeader("%s", err.Error())

@@ -106,6 +106,10 @@ var (
 		"Steps in the replicated state, by state.", []string{"state"}, nil)
 	nodesDesc = prometheus.NewDesc("rodon_scheduler_nodes",
 		"Nodes in the replicated state, by state.", []string{"state"}, nil)
+	recordsDesc = prometheus.NewDesc("rodon_scheduler_records",
+		"Records in the replicated record store, of every kind.", nil, nil)
+	auditDesc = prometheus.NewDesc("rodon_scheduler_audit_seq",
+		"The sequence number of the last audit log entry.", nil, nil)
 )
 
 // stateCollector reads the gauges off the member's Raft and state at each
@@ -113,7 +117,7 @@ var (
 type stateCollector struct{ s *Server }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{raftStateDesc, leaderDesc, knownLeaderDesc, indexDesc, stepsDesc, nodesDesc} {
+	for _, d := range []*prometheus.Desc{raftStateDesc, leaderDesc, knownLeaderDesc, indexDesc, stepsDesc, nodesDesc, recordsDesc, auditDesc} {
 		ch <- d
 	}
 }
@@ -141,6 +145,8 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, state := range []cluster.NodeState{cluster.NodeReady, cluster.NodeDegraded, cluster.NodeDraining, cluster.NodeDown} {
 		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(nodes[state]), string(state))
 	}
+	ch <- prometheus.MustNewConstMetric(recordsDesc, prometheus.GaugeValue, float64(st.RecordCount()))
+	ch <- prometheus.MustNewConstMetric(auditDesc, prometheus.GaugeValue, float64(st.AuditSeq()))
 }
 
 func boolValue(b bool) float64 {

@@ -1,5 +1,6 @@
 // Package scheduler is Rodon's scheduler: the Raft state machine that holds
-// nodes and steps (FSM, State), the placement policy (Place), the Raft
+// nodes and steps, and the record store and audit log that keep the
+// gateway's state (FSM, State), the placement policy (Place), the Raft
 // member that replicates the state (Raft), and the member daemon (Server:
 // the HTTP API of docs/PROTOCOL.md, forwarding of writes to the leader, and
 // the leader loops that place steps, declare silent nodes down, enforce
@@ -34,4 +35,7 @@ var (
 	ErrStale = errors.New("stale report")
 	// ErrUnavailable: the node cannot take steps (not ready).
 	ErrUnavailable = errors.New("node unavailable")
+	// ErrVersionMismatch: a put or delete of a record named a version
+	// other than the record's current one (compare-and-set failed).
+	ErrVersionMismatch = errors.New("version mismatch: read the record again and retry")
 )

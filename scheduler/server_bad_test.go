@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 )
@@ -22,7 +24,16 @@ func TestServerBadRequests(t *testing.T) {
 	if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: "taken", Image: "base", Args: []string{"true"}, CPU: 64, MemoryBytes: gib}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cl.PutRecord(t.Context(), "users", "taken", 0, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := cl.AppendAudit(t.Context(), json.RawMessage(`{"who":"ann"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	const okStep = `{"image":"base","args":["true"],"cpu":1,"memory_bytes":1073741824`
+	bigValue := `{"value":"` + strings.Repeat("v", maxRecordValue) + `"}`
+	bigEntry := `{"entry":{"a":"` + strings.Repeat("x", maxAuditEntry) + `"}}`
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
@@ -91,6 +102,50 @@ func TestServerBadRequests(t *testing.T) {
 			400, api.CodeBadRequest, "which the document lacks"},
 		{"wrong method", "DELETE", "/v1/steps", ``, 405, api.CodeMethodNotAllowed, "use GET or POST"},
 		{"no route", "GET", "/v2/steps", ``, 404, api.CodeNotFound, "no route"},
+
+		{"record bad kind", "PUT", "/v1/records/Users/x", `{"value":{}}`, 400, api.CodeBadRequest, `record kind "Users"`},
+		{"record kind too long", "GET", "/v1/records/" + strings.Repeat("k", 33), ``, 400, api.CodeBadRequest, "1-32 characters"},
+		{"record id with a slash", "PUT", "/v1/records/users/a%2Fb", `{"value":{}}`, 400, api.CodeBadRequest, `record id "a/b"`},
+		{"record id with a control character", "GET", "/v1/records/users/a%0Ab", ``, 400, api.CodeBadRequest, "printable ASCII"},
+		{"record id too long", "GET", "/v1/records/users/" + strings.Repeat("i", 201), ``, 400, api.CodeBadRequest, "at most 200"},
+		{"record without value", "PUT", "/v1/records/users/x", `{"version":0}`, 400, api.CodeBadRequest, `field "value": missing`},
+		{"record null value", "PUT", "/v1/records/users/x", `{"value":null}`, 400, api.CodeBadRequest, `field "value": null`},
+		{"record value too large", "PUT", "/v1/records/users/x", bigValue, 400, api.CodeBadRequest, `field "value": 262146 bytes, at most 262144`},
+		{"record malformed value", "PUT", "/v1/records/users/x", `{"value":{"a":}}`, 400, api.CodeBadRequest, "malformed JSON"},
+		{"record unknown field", "PUT", "/v1/records/users/x", `{"value":{},"kind":"users"}`, 400, api.CodeBadRequest, `unknown field "kind"`},
+		{"record negative version", "PUT", "/v1/records/users/x", `{"version":-1,"value":{}}`, 400, api.CodeBadRequest, `field "version": want an integer`},
+		{"record create existing", "PUT", "/v1/records/users/taken", `{"version":0,"value":{}}`, 409, api.CodeConflict, "exists at version 1"},
+		{"record stale version", "PUT", "/v1/records/users/taken", `{"version":3,"value":{}}`, 409, api.CodeConflict, "current version is 1"},
+		{"record put missing with a version", "PUT", "/v1/records/users/nope", `{"version":1,"value":{}}`, 409, api.CodeConflict, "does not exist"},
+		{"unknown record", "GET", "/v1/records/users/nope", ``, 404, api.CodeNotFound, "record users/nope: not found"},
+		{"delete without version", "DELETE", "/v1/records/users/taken", ``, 400, api.CodeBadRequest, "query parameter version: missing"},
+		{"delete version 0", "DELETE", "/v1/records/users/taken?version=0", ``, 400, api.CodeBadRequest, "query parameter version \"0\""},
+		{"delete bad version", "DELETE", "/v1/records/users/taken?version=x", ``, 400, api.CodeBadRequest, "query parameter version"},
+		{"delete version in the body", "DELETE", "/v1/records/users/taken", `{"version":1}`, 400, api.CodeBadRequest, "query parameter version"},
+		{"delete with a body", "DELETE", "/v1/records/users/taken?version=1", `{"version":1}`, 400, api.CodeBadRequest, `unknown field "version"`},
+		{"delete stale version", "DELETE", "/v1/records/users/taken?version=2", ``, 409, api.CodeConflict, "current version is 1"},
+		{"delete unknown record", "DELETE", "/v1/records/users/nope?version=1", ``, 404, api.CodeNotFound, "record users/nope: not found"},
+		{"post a record", "POST", "/v1/records/users/x", `{"value":{}}`, 405, api.CodeMethodNotAllowed, "use GET or PUT or DELETE"},
+		{"patch a record", "PATCH", "/v1/records/users/taken", `{"value":{}}`, 405, api.CodeMethodNotAllowed, "use GET or PUT or DELETE"},
+		{"put a kind", "PUT", "/v1/records/users", `{"value":{}}`, 405, api.CodeMethodNotAllowed, "use GET"},
+		{"audit without entry", "POST", "/v1/audit", `{}`, 400, api.CodeBadRequest, `field "entry": missing`},
+		{"audit entry not an object", "POST", "/v1/audit", `{"entry":[1]}`, 400, api.CodeBadRequest, `field "entry": want a JSON object`},
+		{"audit entry too large", "POST", "/v1/audit", bigEntry, 400, api.CodeBadRequest, "at most 65536"},
+		{"audit unknown field", "POST", "/v1/audit", `{"entry":{},"seq":1}`, 400, api.CodeBadRequest, `unknown field "seq"`},
+		{"audit bad after", "GET", "/v1/audit?after=-1", ``, 400, api.CodeBadRequest, "query parameter after"},
+		{"audit zero limit", "GET", "/v1/audit?limit=0", ``, 400, api.CodeBadRequest, "query parameter limit"},
+		{"audit bad limit", "GET", "/v1/audit?limit=lots", ``, 400, api.CodeBadRequest, "query parameter limit"},
+		// The audit log is append-only: no route changes or removes an
+		// entry, and its reserved kind is no record.
+		{"put the audit log", "PUT", "/v1/audit", `{"entry":{}}`, 405, api.CodeMethodNotAllowed, "use GET or POST"},
+		{"delete the audit log", "DELETE", "/v1/audit", ``, 405, api.CodeMethodNotAllowed, "use GET or POST"},
+		{"patch the audit log", "PATCH", "/v1/audit", `{"entry":{}}`, 405, api.CodeMethodNotAllowed, "use GET or POST"},
+		{"put an audit entry", "PUT", "/v1/audit/1", `{"entry":{}}`, 404, api.CodeNotFound, "no route"},
+		{"delete an audit entry", "DELETE", "/v1/audit/1", ``, 404, api.CodeNotFound, "no route"},
+		{"patch an audit entry", "PATCH", "/v1/audit/1", `{"entry":{}}`, 404, api.CodeNotFound, "no route"},
+		{"put a record of kind audit", "PUT", "/v1/records/audit/1", `{"version":1,"value":{}}`, 400, api.CodeBadRequest, `kind "audit" is reserved`},
+		{"delete a record of kind audit", "DELETE", "/v1/records/audit/1?version=1", ``, 400, api.CodeBadRequest, `kind "audit" is reserved`},
+		{"list records of kind audit", "GET", "/v1/records/audit", ``, 400, api.CodeBadRequest, "use POST /v1/audit and GET /v1/audit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequestWithContext(t.Context(), tc.method, c.members[0].url()+tc.path, strings.NewReader(tc.body))
@@ -117,6 +172,13 @@ func TestServerBadRequests(t *testing.T) {
 				t.Errorf("%s %s = %s: %q, want %s with %q", tc.method, tc.path, e.Detail.Code, e.Detail.Message, tc.code, tc.msg)
 			}
 		})
+	}
+	// Nothing above changed the record or the audit log.
+	if r, err := cl.GetRecord(t.Context(), "users", "taken"); err != nil || r.Version != 1 {
+		t.Errorf("GetRecord(users, taken) = %+v, %v; want version 1", r, err)
+	}
+	if got, err := cl.Audit(t.Context(), 0, 0); err != nil || !cmp.Equal(got, []api.AuditEntry{entry}) {
+		t.Errorf("Audit() = %+v, %v; want only %+v", got, err, entry)
 	}
 }
 
@@ -207,5 +269,47 @@ func FuzzDecodeAgentBody(f *testing.F) {
 			}
 		}
 		decodeRequest(t, body, decodeStepPhase)
+	})
+}
+
+func FuzzDecodeRecordBodies(f *testing.F) {
+	for _, seed := range []string{
+		`{"version":0,"value":{"name":"ann"}}`,
+		`{"version":3,"value":[1,"<b>&",{"a":null}]}`,
+		`{"value":"a string"}`,
+		`{"value":null}`,
+		`{"value":  { "spaced" :  true } }`,
+		`{"entry":{"who":"ann","what":"signin"}}`,
+		`{"entry":[1]}`,
+		`{"entry":"x"}`,
+		`{"version":-1}`,
+		`{"value":{},"bogus":1}`,
+		``, `{}`, `[]`, `{"value":}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		// What a member accepts, the FSM accepts: the checks agree on the
+		// bytes the log entry carries.
+		if req, ok := decodeRequest(t, body, decodePutRecord); ok {
+			b, err := cluster.Encode(RecordPut{Kind: "k", ID: "i", Value: req.Value})
+			if err != nil {
+				t.Fatalf("decodePutRecord(%q) accepted a value that does not encode: %v", body, err)
+			}
+			var c RecordPut
+			if err := json.Unmarshal(b[1:], &c); err != nil || validateRecordValue(c.Value) != nil {
+				t.Fatalf("decodePutRecord(%q) accepted %s, which the FSM refuses: %v", body, c.Value, validateRecordValue(c.Value))
+			}
+		}
+		if req, ok := decodeRequest(t, body, decodeAppendAudit); ok {
+			b, err := cluster.Encode(AuditAppend{Entry: req.Entry})
+			if err != nil {
+				t.Fatalf("decodeAppendAudit(%q) accepted an entry that does not encode: %v", body, err)
+			}
+			var c AuditAppend
+			if err := json.Unmarshal(b[1:], &c); err != nil || validateAuditEntry(c.Entry) != nil {
+				t.Fatalf("decodeAppendAudit(%q) accepted %s, which the FSM refuses: %v", body, c.Entry, validateAuditEntry(c.Entry))
+			}
+		}
 	})
 }

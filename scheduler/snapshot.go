@@ -24,6 +24,11 @@ type snapshotData struct {
 	// Members are the members' address records (absent from snapshots
 	// taken before they existed).
 	Members []*cluster.Member `json:"members,omitempty"`
+	// Records is the record store, sorted by kind and id, and Audit the
+	// audit log in sequence order (both absent from snapshots taken
+	// before they existed, and when empty).
+	Records []*Record     `json:"records,omitempty"`
+	Audit   []*AuditEntry `json:"audit,omitempty"`
 }
 
 // fsmSnapshot holds pointers to the records as they were when it was taken;
@@ -53,6 +58,14 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	for _, m := range st.members {
 		d.Members = append(d.Members, m)
 	}
+	for _, byID := range st.records {
+		for _, r := range byID {
+			d.Records = append(d.Records, r)
+		}
+	}
+	// Entries are only appended: the prefix the snapshot sees never
+	// changes, and its capacity keeps appends out of it.
+	d.Audit = st.audit[:len(st.audit):len(st.audit)]
 	return &fsmSnapshot{data: d}, nil
 }
 
@@ -67,11 +80,13 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
-// sort orders the records by ID.
+// sort orders the records by ID (and kind). The audit log, in sequence
+// order already and shared with the state, is left alone.
 func (d *snapshotData) sort() {
 	slices.SortFunc(d.Nodes, func(a, b *cluster.Node) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(d.Steps, func(a, b *cluster.Step) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(d.Members, func(a, b *cluster.Member) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(d.Records, func(a, b *Record) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.ID, b.ID)) })
 }
 
 // document returns the state as the document a snapshot persists, with
@@ -108,11 +123,22 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for _, m := range d.Members {
 		fresh.members[m.ID] = m
 	}
+	for _, r := range d.Records {
+		byID := fresh.records[r.Kind]
+		if byID == nil {
+			byID = make(map[string]*Record)
+			fresh.records[r.Kind] = byID
+		}
+		byID[r.ID] = r
+	}
+	fresh.audit = d.Audit
+	slices.SortFunc(fresh.audit, func(a, b *AuditEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	st := f.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.nodes, st.steps, st.live, st.usage, st.queued = fresh.nodes, fresh.steps, fresh.live, fresh.usage, fresh.queued
 	st.members, st.assigned = fresh.members, fresh.assigned
+	st.records, st.audit = fresh.records, fresh.audit
 	st.reset = max(st.index, d.Index)
 	st.advance(d.Index)
 	return nil

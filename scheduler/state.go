@@ -34,6 +34,11 @@ type State struct {
 	reset    uint64
 	// members holds the scheduler members' address records.
 	members map[string]*cluster.Member
+	// records is the record store, by kind, then id.
+	records map[string]map[string]*Record
+	// audit is the audit log in sequence order. Entries are only
+	// appended, so a snapshot may hold a prefix of the slice.
+	audit []*AuditEntry
 }
 
 func newState() *State {
@@ -47,6 +52,7 @@ func newState() *State {
 
 		assigned: make(map[cluster.NodeID]uint64),
 		members:  make(map[string]*cluster.Member),
+		records:  make(map[string]map[string]*Record),
 	}
 }
 

@@ -1,10 +1,11 @@
 // Package client is the Go client of the scheduler's HTTP API
-// (docs/PROTOCOL.md): the operator routes used by schedctl and the agent
-// routes used by agentd. A Client knows every member's URL; a request that
-// cannot reach a member, or that meets a cluster without a leader, is
-// retried on the next member with backoff until Options.RetryFor passes or
-// the context ends. Members forward writes to the leader themselves, so any
-// member will do. Errors the scheduler answers come back as *Error.
+// (docs/PROTOCOL.md): the operator routes used by schedctl, the agent
+// routes used by agentd, and the record store and audit log used by the
+// gateway. A Client knows every member's URL; a request that cannot reach
+// a member, or that meets a cluster without a leader, is retried on the
+// next member with backoff until Options.RetryFor passes or the context
+// ends. Members forward writes to the leader themselves, so any member will
+// do. Errors the scheduler answers come back as *Error.
 package client
 
 import (
@@ -118,10 +119,11 @@ const (
 // request is one API call.
 type request struct {
 	method string
-	path   string
-	query  url.Values
-	body   []byte // nil for none
-	retry  retryMode
+	// path is the URL path after the member's base URL, escaped.
+	path  string
+	query url.Values
+	body  []byte // nil for none
+	retry retryMode
 	// limit caps a read response body; zero is 64 MiB.
 	limit int64
 }
@@ -177,8 +179,14 @@ func (c *Client) do(ctx context.Context, r request) (*response, error) {
 // once sends r to the member at base. again says whether another try may
 // succeed and is allowed by r.retry.
 func (c *Client) once(ctx context.Context, base *url.URL, r request) (resp *response, again bool, err error) {
+	// r.path is escaped (ids go through escape): keep it so, so that an id
+	// with '%', '?' or a space reaches the server as it is.
 	u := *base
-	u.Path += r.path
+	p, err := url.PathUnescape(r.path)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s %s: %w", r.method, r.path, err)
+	}
+	u.Path, u.RawPath = base.Path+p, base.EscapedPath()+r.path
 	q := r.query
 	if c.opts.ConsistentReads && r.method == http.MethodGet && r.path != "/healthz" {
 		q = url.Values{}

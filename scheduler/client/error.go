@@ -35,8 +35,14 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &e) && e.Code == code
 }
 
-// IsNotFound reports whether err says no such step, node or member.
+// IsNotFound reports whether err says no such step, node, member or
+// record.
 func IsNotFound(err error) bool { return IsCode(err, api.CodeNotFound) }
+
+// IsConflict reports whether err says the request contradicts the current
+// state: for a record, its compare-and-set failed (the record exists
+// already, or its version is another); read it again before retrying.
+func IsConflict(err error) bool { return IsCode(err, api.CodeConflict) }
 
 // decodeError turns an error answer into an *Error, even when its body is
 // not the API's error document (a proxy's page, say).

@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// The record store and the audit log keep the gateway's state. Records are
+// changed by compare-and-set on their version: IsConflict(err) says a put
+// or delete named another version than the record's (or created a record
+// that exists), IsNotFound(err) that there is no such record.
+//
+// Puts and deletes are retried like reads: compare-and-set keeps a repeat
+// from applying twice, but a repeat of a try that did apply fails, a put
+// with a conflict and a delete with not found. After such an error
+// following a failover, read the record back before deciding who won.
+
+// recordPath returns the escaped path of record kind/id. It refuses what
+// no URL path can carry; the server checks the rest.
+func recordPath(kind, id string) (string, error) {
+	for _, s := range []string{kind, id} {
+		if s == "" || s == "." || s == ".." {
+			return "", fmt.Errorf("record %q/%q: kind and id must not be empty, \".\" or \"..\"", kind, id)
+		}
+	}
+	return "/v1/records/" + escape(kind) + "/" + escape(id), nil
+}
+
+// GetRecord returns the record kind/id.
+func (c *Client) GetRecord(ctx context.Context, kind, id string) (api.Record, error) {
+	var out api.Record
+	p, err := recordPath(kind, id)
+	if err != nil {
+		return out, err
+	}
+	_, err = c.call(ctx, request{method: http.MethodGet, path: p}, nil, &out)
+	return out, err
+}
+
+// ListRecords returns the records of kind whose id starts with prefix (all
+// when empty), ordered by id.
+func (c *Client) ListRecords(ctx context.Context, kind, prefix string) ([]api.Record, error) {
+	if kind == "" || kind == "." || kind == ".." {
+		return nil, fmt.Errorf("record kind %q: must not be empty, \".\" or \"..\"", kind)
+	}
+	q := url.Values{}
+	if prefix != "" {
+		q.Set("prefix", prefix)
+	}
+	var out []api.Record
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/records/" + escape(kind), query: q}, nil, &out)
+	return out, err
+}
+
+// PutRecord stores value as the record kind/id if its current version is
+// version (0: if it does not exist yet), and returns the stored record,
+// whose version is version+1. value is a JSON document of at most 256 KiB;
+// it is stored compacted (equal as JSON, not byte for byte).
+func (c *Client) PutRecord(ctx context.Context, kind, id string, version uint64, value json.RawMessage) (api.Record, error) {
+	var out api.Record
+	p, err := recordPath(kind, id)
+	if err != nil {
+		return out, err
+	}
+	_, err = c.call(ctx, request{method: http.MethodPut, path: p}, api.PutRecordRequest{Version: version, Value: value}, &out)
+	return out, err
+}
+
+// DeleteRecord deletes the record kind/id if its current version is
+// version.
+func (c *Client) DeleteRecord(ctx context.Context, kind, id string, version uint64) error {
+	p, err := recordPath(kind, id)
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	q.Set("version", strconv.FormatUint(version, 10))
+	_, err = c.call(ctx, request{method: http.MethodDelete, path: p, query: q}, nil, nil)
+	return err
+}
+
+// AppendAudit appends entry, a JSON object of at most 64 KiB, to the audit
+// log and returns it numbered and timed by the scheduler. It is retried
+// only when it surely did not reach the scheduler: a repeat would append
+// the entry twice.
+func (c *Client) AppendAudit(ctx context.Context, entry json.RawMessage) (api.AuditEntry, error) {
+	var out api.AuditEntry
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/audit", retry: retryUnsent},
+		api.AppendAuditRequest{Entry: entry}, &out)
+	return out, err
+}
+
+// Audit returns the audit entries after sequence number after, oldest
+// first: at most limit of them (0: the server's default, 100; the server
+// caps it at 1000). Pass the last entry's Seq as after to read on.
+func (c *Client) Audit(ctx context.Context, after uint64, limit int) ([]api.AuditEntry, error) {
+	q := url.Values{}
+	q.Set("after", strconv.FormatUint(after, 10))
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out []api.AuditEntry
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/audit", query: q}, nil, &out)
+	return out, err
+}

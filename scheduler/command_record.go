@@ -1,0 +1,70 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// Log entry types of the record store and the audit log, appended after
+// cluster's own (1-15) and, like them, never renumbered or reused. They
+// live here rather than in package cluster because only the scheduler
+// reads or writes them; cluster.CommandType.String does not name them
+// (typeName does).
+const (
+	CmdRecordPut    cluster.CommandType = 16
+	CmdRecordDelete cluster.CommandType = 17
+	CmdAuditAppend  cluster.CommandType = 18
+)
+
+var recordCommandNames = map[cluster.CommandType]string{
+	CmdRecordPut:    "record_put",
+	CmdRecordDelete: "record_delete",
+	CmdAuditAppend:  "audit_append",
+}
+
+// typeName names a log entry type, the record store's included.
+func typeName(t cluster.CommandType) string {
+	if s, ok := recordCommandNames[t]; ok {
+		return s
+	}
+	return t.String()
+}
+
+// RecordPut creates or replaces the record Kind/ID by compare-and-set:
+// Version 0 creates it and fails with ErrExists if it exists; Version N
+// replaces version N and fails with ErrVersionMismatch otherwise (also
+// when the record does not exist). The stored record gets version N+1.
+type RecordPut struct {
+	Kind    string          `json:"kind"`
+	ID      string          `json:"id"`
+	Version uint64          `json:"version"`
+	Value   json.RawMessage `json:"value"`
+	At      time.Time       `json:"at"`
+}
+
+// RecordDelete deletes version Version of the record Kind/ID: ErrNotFound
+// if there is none, ErrVersionMismatch if its version is another.
+type RecordDelete struct {
+	Kind    string    `json:"kind"`
+	ID      string    `json:"id"`
+	Version uint64    `json:"version"`
+	At      time.Time `json:"at"`
+}
+
+// AuditAppend appends Entry to the audit log with the leader's time At;
+// the FSM numbers it (the last sequence number plus one).
+type AuditAppend struct {
+	Entry json.RawMessage `json:"entry"`
+	At    time.Time       `json:"at"`
+}
+
+// CommandType implements cluster.Command.
+func (RecordPut) CommandType() cluster.CommandType { return CmdRecordPut }
+
+// CommandType implements cluster.Command.
+func (RecordDelete) CommandType() cluster.CommandType { return CmdRecordDelete }
+
+// CommandType implements cluster.Command.
+func (AuditAppend) CommandType() cluster.CommandType { return CmdAuditAppend }
