@@ -1,0 +1,170 @@
+// The gateway's /v1 JSON API (docs/GATEWAY.md) as the page uses it:
+// same-origin fetch with the session cookie, X-CSRF-Token on every write.
+
+export interface Account {
+  id: string;
+  email: string;
+  role: string;
+  workspaces?: string[] | null;
+  created_at?: string;
+}
+
+export interface Me {
+  account?: Account;
+  key?: { id: string; name: string };
+  role: string;
+  workspaces?: string[] | null;
+  csrf_token?: string;
+}
+
+export interface SignInAnswer {
+  account: Account;
+  csrf_token: string;
+}
+
+export interface Workspace {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+/** Phase names in lifecycle order, as in a step's "phases". */
+export const PHASES = ["queued", "placed", "created", "started", "first_output", "exited", "cleaned_up"] as const;
+export type PhaseName = (typeof PHASES)[number];
+export type Phases = Partial<Record<PhaseName, string>>;
+
+export interface Cancel {
+  requested_at?: string;
+  confirmed_at?: string;
+  unverified?: string;
+}
+
+export interface StepEvent {
+  time: string;
+  kind: string;
+  message: string;
+}
+
+export interface RunStep {
+  id: string;
+  index: number;
+  args: string[];
+  state: string;
+  exit_code?: number | null;
+  terminated_by?: string;
+  phases?: Phases;
+  cancel?: Cancel | null;
+  events?: StepEvent[] | null;
+  denied?: Record<string, number> | null;
+  retry?: string;
+  cleanup?: string;
+  reason?: string;
+  // Not in the documented RunStep; used when a gateway includes them.
+  tty?: boolean;
+  image?: string;
+  spec?: { tty?: boolean; image?: string };
+}
+
+export interface Operation {
+  id: string;
+  workspace: string;
+  session?: string;
+  state: string;
+  created_by?: { kind: string; id: string };
+  created_at: string;
+  ended_at?: string;
+  steps: RunStep[];
+  errors?: string[] | null;
+  cancel?: Cancel | null;
+}
+
+export interface StepSpec {
+  args: string[];
+  image: "base" | "python";
+  env?: string[];
+  no_internet?: boolean;
+  tty?: boolean;
+}
+
+/** Run states that are final. */
+export function runEnded(op: Operation): boolean {
+  return op.state !== "running";
+}
+
+/** Step states that are final (SPEC.md, "Steps"). */
+export function stepEnded(state: string): boolean {
+  return ["exited", "failed", "cancelled", "lost", "expired"].includes(state);
+}
+
+/** ApiError is an answer other than 2xx, carrying the api.Error code and message. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+let csrfToken = "";
+let onUnauthorized: (() => void) | undefined;
+
+/** setCsrfToken remembers the token sent with every write. */
+export function setCsrfToken(token: string | undefined): void {
+  csrfToken = token ?? "";
+}
+
+/** setUnauthorizedHandler is called when an answer says the session is gone (401). */
+export function setUnauthorizedHandler(fn: () => void): void {
+  onUnauthorized = fn;
+}
+
+/**
+ * call sends one request and returns the decoded JSON answer (undefined for
+ * 204). Errors are ApiError with the server's message, or a network error
+ * rewritten to say what to check.
+ */
+export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET" && method !== "HEAD" && csrfToken) headers["X-CSRF-Token"] = csrfToken;
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      credentials: "same-origin",
+      cache: "no-store",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new ApiError(0, "unreachable", `cannot reach the gateway (${String(err)}); check that it is running`);
+  }
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  let data: unknown;
+  try {
+    data = text ? JSON.parse(text) : undefined;
+  } catch {
+    data = undefined;
+  }
+  if (!res.ok) {
+    const e = (data as { error?: { code?: string; message?: string } } | undefined)?.error;
+    let message = e?.message || `${res.status} ${res.statusText}`.trim();
+    const retry = res.headers.get("Retry-After");
+    if (res.status === 429 && retry && !/retry/i.test(message)) message += ` (retry in ${retry}s)`;
+    const err = new ApiError(res.status, e?.code || "http_" + res.status, message);
+    if (res.status === 401 && path !== "/v1/auth/signin" && onUnauthorized) onUnauthorized();
+    throw err;
+  }
+  if (data === undefined && text) throw new ApiError(res.status, "bad_answer", `${method} ${path}: answer is not JSON`);
+  return data as T;
+}
+
+/** errorText is the message to show for any thrown value. */
+export function errorText(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return String(err);
+}

@@ -1,0 +1,447 @@
+// The run page: run state and cancel, the phase times of each step, one
+// terminal per step fed by its stream, denied egress, and the events.
+
+import { ApiError, call, errorText, type Operation, PHASES, type RunStep, runEnded, stepEnded, type StepEvent } from "./api";
+import { cancelSettled, cancelStatus } from "./cancel";
+import { h, replace, setText } from "./dom";
+import { clock, dateTime, since } from "./format";
+import type { Page } from "./page";
+import { type ExitData, type Frame, StepStream, type StreamState } from "./stream";
+import { StepTerminal } from "./terminal";
+import { isTTY } from "./tty";
+
+const pollEvery = 1500;
+const pollMaxDelay = 10_000;
+// After a run ends, keep reading it this long for late phases (cleaned_up)
+// and a cancel confirmation.
+const pollAfterEnd = 120_000;
+
+let shown: Map<number, StepTerminal> | undefined;
+
+/** terminalText returns the text of step index's terminal on the run page shown ("" when none). */
+export function terminalText(index: number): string {
+  return shown?.get(index)?.text() ?? "";
+}
+
+interface StepView {
+  step: RunStep;
+  root: HTMLElement;
+  state: HTMLElement;
+  exit: HTMLElement;
+  denied: HTMLElement;
+  streamStatus: HTMLElement;
+  terminal: StepTerminal;
+  stream?: StepStream;
+  exitSeen: boolean;
+  // pendingInput holds keystrokes typed while the stream reconnects; they
+  // are sent, in order, as soon as it is open again.
+  pendingInput: string[];
+}
+
+// At most this many keystroke chunks wait for a reconnect; more are dropped.
+const maxPendingInput = 4096;
+
+interface TimelineEntry {
+  key: string;
+  at: number;
+  time: string;
+  step: number;
+  kind: string;
+  message: string;
+}
+
+/** runPage shows run runId until disposed. */
+export function runPage(root: HTMLElement, runId: string): Page {
+  let op: Operation | undefined;
+  let disposed = false;
+  let pollTimer: number | undefined;
+  let pollFailures = 0;
+  // Answers are applied in the order their requests were sent, so a slow
+  // older answer never overwrites a newer one.
+  let issued = 0;
+  let applied = 0;
+  let endedAt = 0;
+  let cancelRequestedHere = false;
+  let cancelInFlight = false;
+  let resizeTimer: number | undefined;
+  const views = new Map<number, StepView>();
+  const terminals = new Map<number, StepTerminal>();
+  const timeline = new Map<string, TimelineEntry>();
+  shown = terminals;
+
+  const runState = h("span", { id: "run-state", "data-testid": "run-state", class: "state" });
+  const workspace = h("dd", { id: "run-workspace" });
+  const created = h("dd", { id: "run-created" });
+  const ended = h("dd", { id: "run-ended" });
+  const createdBy = h("dd", { id: "run-created-by" });
+  const cancelButton = h("button", { id: "cancel-button", "data-testid": "cancel-button", type: "button", class: "danger", disabled: true }, "Cancel");
+  const cancelStatusEl = h("span", { id: "cancel-status", "data-testid": "cancel-status", "aria-live": "polite" });
+  const cancelError = h("p", { id: "cancel-error", class: "error", role: "alert" });
+  const runError = h("p", { id: "run-error", class: "error", role: "alert" });
+  const runErrors = h("ul", { id: "run-errors", class: "error-list" });
+  const phasesBody = h("tbody");
+  const phases = h(
+    "table",
+    { id: "phases", "data-testid": "phases", class: "grid phases" },
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "step"), PHASES.map((p) => h("th", { scope: "col" }, p.replace("_", " "))))),
+    phasesBody,
+  );
+  const stepsEl = h("div", { id: "steps" });
+  const events = h("ol", { id: "events", "data-testid": "events", class: "events" });
+  const eventsEmpty = h("p", { class: "muted", id: "events-empty" }, "No events yet.");
+
+  root.appendChild(
+    h(
+      "section",
+      { class: "run" },
+      h(
+        "div",
+        { class: "card run-head" },
+        h("a", { href: "#/runs", class: "back" }, "\u2190 runs"),
+        h("h1", {}, "Run ", h("span", { id: "run-id", class: "mono" }, runId), " ", runState),
+        h(
+          "dl",
+          { class: "facts" },
+          h("dt", {}, "workspace"),
+          workspace,
+          h("dt", {}, "created"),
+          created,
+          h("dt", {}, "ended"),
+          ended,
+          h("dt", {}, "by"),
+          createdBy,
+        ),
+        h("div", { class: "row" }, cancelButton, cancelStatusEl),
+        cancelError,
+        runError,
+        runErrors,
+      ),
+      h("div", { class: "card" }, h("h2", {}, "Phases"), h("div", { class: "scroll-x" }, phases)),
+      stepsEl,
+      h("div", { class: "card" }, h("h2", {}, "Events"), eventsEmpty, events),
+    ),
+  );
+
+  // --- steps -------------------------------------------------------------
+
+  function addStep(step: RunStep): StepView {
+    const i = step.index;
+    const tty = isTTY(step);
+    const container = h("div", { class: `step-terminal terminal-step-${i}`, id: `terminal-step-${i}`, "data-testid": `terminal-step-${i}` });
+    const state = h("span", { id: `step-state-${i}`, "data-testid": `step-state-${i}`, class: "state" });
+    const exit = h("span", { id: `step-exit-${i}`, "data-testid": `step-exit-${i}`, class: "exit" });
+    const denied = h("p", { id: `denied-${i}`, "data-testid": `denied-${i}`, class: "denied", hidden: true });
+    const streamStatus = h("span", { id: `stream-status-${i}`, "data-testid": `stream-status-${i}`, class: "muted stream-status" });
+    const stepRoot = h(
+      "div",
+      { class: "card step", id: `step-${i}`, "data-testid": `step-${i}`, "data-step-id": step.id },
+      h(
+        "div",
+        { class: "row step-head" },
+        h("h2", {}, `Step ${i}`),
+        h("code", { class: "args", title: step.id }, step.args.join(" ")),
+        tty ? h("span", { class: "badge" }, "tty") : null,
+        state,
+        exit,
+        h("span", { class: "spacer" }),
+        streamStatus,
+      ),
+      denied,
+      container,
+    );
+    // The terminal must be in the document before it opens (it measures).
+    stepsEl.appendChild(stepRoot);
+    // The terminal may report its first size while being built, before
+    // view exists and long before a stream does.
+    let viewOf = (): StepView | undefined => undefined;
+    const input = {
+      data: (d: string) => {
+        const v = viewOf();
+        if (!v || v.exitSeen) return;
+        if (v.stream?.send({ type: "stdin", data: d })) return;
+        if (v.pendingInput.length < maxPendingInput) v.pendingInput.push(d);
+      },
+      resize: (cols: number, rows: number) => viewOf()?.stream?.send({ type: "resize", cols, rows }),
+    };
+    const view: StepView = {
+      step,
+      root: stepRoot,
+      state,
+      exit,
+      denied,
+      streamStatus,
+      terminal: new StepTerminal(container, tty, tty ? input : undefined),
+      exitSeen: false,
+      pendingInput: [],
+    };
+    viewOf = () => view;
+    views.set(i, view);
+    terminals.set(i, view.terminal);
+
+    const row = h(
+      "tr",
+      { "data-testid": `phases-step-${i}` },
+      h("th", { scope: "row" }, String(i)),
+      PHASES.map((p) => h("td", { id: `phase-${i}-${p}`, "data-testid": `phase-${i}-${p}`, class: "phase" })),
+    );
+    phasesBody.appendChild(row);
+    return view;
+  }
+
+  // shouldStream: a step that never left the queue has nothing to show yet,
+  // and one cancelled before placement never will.
+  function shouldStream(s: RunStep): boolean {
+    if (s.state === "queued") return false;
+    if (stepEnded(s.state) && !s.phases?.placed) return false;
+    return true;
+  }
+
+  function startStream(view: StepView): void {
+    const i = view.step.index;
+    view.stream = new StepStream(
+      view.step.id,
+      {
+        frame: (f) => onFrame(view, f),
+        state: (s, detail) => onStreamState(view, s, detail),
+        open: () => {
+          if (!view.terminal.tty) return;
+          view.stream?.send({ type: "resize", cols: view.terminal.cols, rows: view.terminal.rows });
+          while (view.pendingInput.length > 0 && view.stream?.send({ type: "stdin", data: view.pendingInput[0] })) {
+            view.pendingInput.shift();
+          }
+          if (!view.exitSeen) view.terminal.focus();
+        },
+      },
+      { giveUp: (failures) => failures >= 3 && stepEnded(views.get(i)?.step.state ?? "") },
+    );
+    view.stream.start();
+  }
+
+  function onFrame(view: StepView, f: Frame): void {
+    switch (f.kind) {
+      case "stdout":
+      case "stderr":
+        view.terminal.write(f);
+        break;
+      case "event": {
+        const e = (f.data ?? {}) as Partial<StepEvent>;
+        addEvent(view.step.index, { time: e.time || f.time, kind: e.kind || "event", message: e.message ?? "" });
+        renderEvents();
+        break;
+      }
+      case "exit": {
+        view.exitSeen = true;
+        setText(view.exit, exitText((f.data ?? {}) as ExitData));
+        view.exit.dataset.final = "true";
+        view.terminal.term.options.disableStdin = true;
+        view.terminal.term.options.cursorBlink = false;
+        // The run record moves on with the exit: read it now.
+        pollSoon();
+        break;
+      }
+    }
+  }
+
+  function onStreamState(view: StepView, s: StreamState, detail: string): void {
+    view.streamStatus.dataset.state = s;
+    const text: Record<StreamState, string> = {
+      connecting: "connecting\u2026",
+      live: "live",
+      retrying: "reconnecting\u2026",
+      ended: "",
+      unavailable: "output unavailable",
+      closed: "",
+    };
+    setText(view.streamStatus, text[s]);
+    view.streamStatus.title = detail;
+    if (s === "unavailable") view.terminal.note(`[no output stream: ${detail}]`);
+  }
+
+  function exitText(x: ExitData): string {
+    const parts: string[] = [];
+    if (x.state && x.state !== "exited") parts.push(x.state);
+    if (typeof x.exit_code === "number") parts.push(`exit code ${x.exit_code}`);
+    if (x.terminated_by) parts.push(`terminated by ${x.terminated_by}`);
+    if (x.reason) parts.push(x.reason);
+    return parts.join(" \u00b7 ");
+  }
+
+  function updateStep(s: RunStep): void {
+    const view = views.get(s.index) ?? addStep(s);
+    view.step = s;
+    setText(view.state, s.state);
+    view.state.className = `state state-${s.state}`;
+    if (!view.exitSeen && stepEnded(s.state)) {
+      setText(view.exit, exitText({ state: s.state, exit_code: s.exit_code ?? undefined, terminated_by: s.terminated_by ?? "", reason: s.reason }));
+    }
+    const denied = Object.entries(s.denied ?? {}).filter(([, n]) => n > 0);
+    setText(view.denied, denied.length === 0 ? "" : "denied egress: " + denied.map(([why, n]) => `${why} ${n}`).join(", "));
+    view.denied.hidden = denied.length === 0;
+    view.denied.dataset.total = String(denied.reduce((a, [, n]) => a + n, 0));
+
+    for (const p of PHASES) {
+      const cell = document.getElementById(`phase-${s.index}-${p}`);
+      if (!cell) continue;
+      const t = s.phases?.[p];
+      if ((cell.dataset.time ?? "") === (t ?? "")) continue;
+      if (t) {
+        cell.dataset.time = t;
+        cell.title = t;
+        const delta = p === "queued" ? "" : since(s.phases?.queued, t);
+        replace(cell, h("span", { class: "t" }, clock(t)), delta ? h("span", { class: "delta" }, delta) : null);
+      } else {
+        delete cell.dataset.time;
+        cell.title = "";
+        replace(cell);
+      }
+    }
+    for (const e of s.events ?? []) addEvent(s.index, e);
+    if (!view.stream && shouldStream(s)) startStream(view);
+  }
+
+  // --- events ------------------------------------------------------------
+
+  function addEvent(step: number, e: StepEvent): void {
+    const at = Date.parse(e.time);
+    const key = `${step}|${e.kind}|${e.message}|${isNaN(at) ? e.time : at}`;
+    if (timeline.has(key)) return;
+    timeline.set(key, { key, at: isNaN(at) ? 0 : at, time: e.time, step, kind: e.kind, message: e.message });
+  }
+
+  function renderEvents(): void {
+    const entries = [...timeline.values()].sort((a, b) => a.at - b.at || a.step - b.step);
+    if (events.childElementCount === entries.length) return;
+    replace(
+      events,
+      entries.map((e) =>
+        h(
+          "li",
+          { "data-testid": "event", "data-kind": e.kind, "data-step": String(e.step) },
+          h("time", { datetime: e.time, title: e.time }, clock(e.time)),
+          h("span", { class: "event-step" }, `step ${e.step}`),
+          h("span", { class: "event-kind" }, e.kind),
+          h("span", { class: "event-message" }, e.message),
+        ),
+      ),
+    );
+    eventsEmpty.hidden = entries.length > 0;
+  }
+
+  // --- run ---------------------------------------------------------------
+
+  function update(next: Operation): void {
+    op = next;
+    setText(runState, op.state);
+    runState.className = `state state-${op.state}`;
+    setText(workspace, op.workspace);
+    setText(created, dateTime(op.created_at));
+    created.title = op.created_at;
+    setText(ended, op.ended_at ? dateTime(op.ended_at) : "\u2014");
+    setText(createdBy, op.created_by ? `${op.created_by.kind} ${op.created_by.id}` : "");
+    replace(runErrors, (op.errors ?? []).map((e) => h("li", {}, e)));
+    for (const s of [...(op.steps ?? [])].sort((a, b) => a.index - b.index)) updateStep(s);
+    renderEvents();
+    if (runEnded(op) && endedAt === 0) endedAt = Date.now();
+    renderCancel();
+  }
+
+  function renderCancel(): void {
+    if (!op) return;
+    const status = cancelStatus(op, cancelRequestedHere);
+    setText(cancelStatusEl, status);
+    cancelStatusEl.dataset.settled = String(cancelSettled(status));
+    cancelButton.disabled = cancelInFlight || runEnded(op) || status !== "";
+  }
+
+  function keepPolling(): boolean {
+    if (!op) return true;
+    if (!runEnded(op)) return true;
+    if (Date.now() - endedAt > pollAfterEnd) return false;
+    const status = cancelStatus(op, cancelRequestedHere);
+    if (status !== "" && !cancelSettled(status)) return true;
+    return op.steps.some((s) => s.phases?.created && !s.phases?.cleaned_up && s.cleanup !== "done");
+  }
+
+  function apply(mine: number, next: Operation): void {
+    if (mine < applied) return;
+    applied = mine;
+    update(next);
+  }
+
+  async function poll(): Promise<void> {
+    pollTimer = undefined;
+    const mine = ++issued;
+    try {
+      const next = await call<Operation>("GET", `/v1/runs/${encodeURIComponent(runId)}`);
+      if (disposed) return;
+      pollFailures = 0;
+      setText(runError, "");
+      apply(mine, next);
+    } catch (err) {
+      if (disposed) return;
+      if (err instanceof ApiError && (err.status === 404 || err.status === 403 || err.status === 401)) {
+        setText(runError, errorText(err));
+        return;
+      }
+      pollFailures++;
+      setText(runError, `${errorText(err)} (retrying)`);
+    }
+    if (disposed || pollTimer !== undefined) return;
+    if (!keepPolling()) return;
+    const delay = Math.min(pollMaxDelay, pollEvery * 2 ** pollFailures);
+    pollTimer = window.setTimeout(() => void poll(), delay);
+  }
+
+  function pollSoon(): void {
+    if (disposed) return;
+    if (pollTimer !== undefined) window.clearTimeout(pollTimer);
+    pollTimer = window.setTimeout(() => void poll(), 200);
+  }
+
+  cancelButton.addEventListener("click", async () => {
+    if (!op || cancelInFlight) return;
+    cancelInFlight = true;
+    cancelRequestedHere = true;
+    setText(cancelError, "");
+    renderCancel();
+    const mine = ++issued;
+    try {
+      const next = await call<Operation>("POST", `/v1/runs/${encodeURIComponent(runId)}/cancel`);
+      if (disposed) return;
+      cancelInFlight = false;
+      if (next && next.id) apply(mine, next);
+      else renderCancel();
+    } catch (err) {
+      if (disposed) return;
+      cancelInFlight = false;
+      cancelRequestedHere = false;
+      setText(cancelError, `cancel failed: ${errorText(err)}`);
+      renderCancel();
+    }
+    pollSoon();
+  });
+
+  const onResize = () => {
+    if (resizeTimer !== undefined) window.clearTimeout(resizeTimer);
+    resizeTimer = window.setTimeout(() => {
+      for (const v of views.values()) v.terminal.resize();
+    }, 100);
+  };
+  window.addEventListener("resize", onResize);
+
+  void poll();
+
+  return {
+    dispose() {
+      disposed = true;
+      if (pollTimer !== undefined) window.clearTimeout(pollTimer);
+      if (resizeTimer !== undefined) window.clearTimeout(resizeTimer);
+      window.removeEventListener("resize", onResize);
+      for (const v of views.values()) {
+        v.stream?.close();
+        v.terminal.dispose();
+      }
+      if (shown === terminals) shown = undefined;
+    },
+  };
+}
