@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rodon-compute/rodon/gateway"
+)
+
+// bootstrapCmd creates the first owner and prints its password once.
+func bootstrapCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gateway bootstrap", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sched := fs.String("scheduler", os.Getenv("RODON_SCHEDULER"), "URL[,URL...] of scheduler members (required; default $RODON_SCHEDULER)")
+	email := fs.String("email", "", "the owner's email (required)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return fmt.Errorf("%w: help requested", errUsage)
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("%w: unexpected argument %q: bootstrap takes only flags", errUsage, fs.Arg(0))
+	case *sched == "":
+		return fmt.Errorf("%w: --scheduler is required (or set RODON_SCHEDULER)", errUsage)
+	case *email == "":
+		return fmt.Errorf("%w: --email is required", errUsage)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	store, _, _, err := newScheduler(*sched)
+	if err != nil {
+		return err
+	}
+	return bootstrap(ctx, store, *email, stdout, stderr)
+}
+
+// bootstrap is bootstrapCmd after the flags, on any store.
+func bootstrap(ctx context.Context, store gateway.Store, email string, stdout, stderr io.Writer) error {
+	res, err := gateway.Bootstrap(ctx, store, email, time.Now().UTC())
+	if err != nil {
+		return fmt.Errorf("--email %q: %w", email, err)
+	}
+	if !res.Created {
+		fmt.Fprintln(stderr, "gateway bootstrap: an owner exists already (or another gateway is creating one): nothing done")
+		return nil
+	}
+	fmt.Fprintf(stdout, "owner:    %s (%s)\npassword: %s\n", res.Email, res.AccountID, res.Password)
+	fmt.Fprintln(stderr, "gateway bootstrap: this password is shown once; keep it safe")
+	return nil
+}

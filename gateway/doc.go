@@ -1,0 +1,17 @@
+// Package gateway is what browsers and integrators talk to
+// (docs/GATEWAY.md): accounts, API keys, sign-in sessions, roles,
+// workspaces, sessions, runs and the audit log, served as a JSON API under
+// /v1, plus the web page and the step stream.
+//
+// The gateway is stateless: its state is records in the scheduler's
+// replicated record store (Store), changed only by compare-and-set, so
+// several gateways can serve one scheduler cluster. Steps run through the
+// scheduler's step API (Steps). A run's steps are sequenced by the Driver
+// that every gateway runs; it too works only through compare-and-set on
+// the run record, so gateways may come and go without a run being lost or
+// a step submitted twice.
+//
+// Provider identifiers (node names and addresses, container ids, runtime
+// names) never leave the gateway: step objects are rebuilt without them and
+// free text is scrubbed (Scrub).
+package gateway

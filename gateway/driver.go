@@ -1,0 +1,329 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/scheduler/client"
+)
+
+// Driver moves runs forward: it submits each step once the one before it
+// exited 0, ends a run when a step does not, and settles cancels. Every
+// gateway runs one; they share the work through the record store. A
+// driver never holds state a peer needs: each decision is read from the
+// run record and the scheduler and written back by compare-and-set, and a
+// step's id is fixed by its run and index, so two drivers that race submit
+// a step once (the second submission is a harmless conflict) and write the
+// run once (the loser reads it again).
+type Driver struct {
+	store    Store
+	steps    Steps
+	interval time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+	nodes    *nodeNames
+	// wake asks Run for a pass now; buffered, never closed.
+	wake chan struct{}
+}
+
+// casTries bounds the compare-and-set retries of one advance.
+const casTries = 5
+
+// staleLive is how old a run_live marker without its run may get before a
+// pass deletes it (the run's creation failed after the marker).
+const staleLive = time.Minute
+
+func newDriver(store Store, steps Steps, nodes *nodeNames, interval time.Duration, now func() time.Time, logger *slog.Logger) *Driver {
+	return &Driver{store: store, steps: steps, nodes: nodes, interval: interval, now: now,
+		log: logger.With("component", "driver"), wake: make(chan struct{}, 1)}
+}
+
+// Wake asks for a pass as soon as possible. It never blocks.
+func (d *Driver) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run passes over every unsettled run every interval and when woken, and
+// watches the live step of each so that a change wakes it. It returns nil
+// when ctx ends, after its watchers stopped.
+func (d *Driver) Run(ctx context.Context) error {
+	ticker := time.NewTicker(d.interval)
+	defer ticker.Stop()
+	var wg sync.WaitGroup
+	watchers := map[string]context.CancelFunc{}
+	defer func() {
+		for _, cancel := range watchers {
+			cancel()
+		}
+		wg.Wait()
+	}()
+	for {
+		watch := d.Pass(ctx)
+		for id, cancel := range watchers {
+			if !watch[id] {
+				cancel()
+				delete(watchers, id)
+			}
+		}
+		for id := range watch {
+			if watchers[id] == nil {
+				wctx, cancel := context.WithCancel(ctx)
+				watchers[id] = cancel
+				wg.Go(func() { d.watch(wctx, id) })
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case <-d.wake:
+		}
+	}
+}
+
+// watch long-polls step id and wakes the driver on each change, until ctx
+// ends.
+func (d *Driver) watch(ctx context.Context, id string) {
+	var index uint64
+	for ctx.Err() == nil {
+		st, err := d.steps.WaitStep(ctx, id, index, 30*time.Second)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if index != 0 && st.ModifyIndex > index {
+			d.Wake()
+		}
+		index = st.ModifyIndex
+	}
+}
+
+// Pass advances every unsettled run once and returns the steps to watch
+// (live steps, and steps whose cancel is not confirmed yet). Errors are
+// logged: the next pass tries again.
+func (d *Driver) Pass(ctx context.Context) map[string]bool {
+	watch := map[string]bool{}
+	recs, err := listRecords[liveRecord](ctx, d.store, kindRunLive, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("list live runs", "error", err)
+		}
+		return watch
+	}
+	for _, rec := range recs {
+		if ctx.Err() != nil {
+			break
+		}
+		run, err := d.advance(ctx, rec.ID)
+		switch {
+		case IsNotFound(err):
+			if d.now().Sub(rec.Value.CreatedAt) > staleLive {
+				d.dropLive(ctx, rec.ID, rec.Version)
+			}
+			continue
+		case err != nil:
+			d.log.Warn("advance run", "run_id", rec.ID, "error", err)
+			continue
+		}
+		if run.settled() {
+			d.dropLive(ctx, rec.ID, rec.Version)
+			continue
+		}
+		for _, s := range run.Steps {
+			if s.Status == stepSubmitted {
+				watch[s.ID] = true
+			}
+		}
+		if run.CancelStep != "" {
+			watch[run.CancelStep] = true
+		}
+	}
+	return watch
+}
+
+func (d *Driver) dropLive(ctx context.Context, id string, version uint64) {
+	if err := d.store.DeleteRecord(ctx, kindRunLive, id, version); err != nil && !IsNotFound(err) && !IsConflict(err) {
+		d.log.Warn("drop live run marker", "run_id", id, "error", err)
+	}
+}
+
+// advance reads run id, moves it forward as far as it can now and writes
+// it back, reading it again when another driver wrote first.
+func (d *Driver) advance(ctx context.Context, id string) (runRecord, error) {
+	for range casTries {
+		var run runRecord
+		version, err := getRecord(ctx, d.store, kindRun, id, &run)
+		if err != nil {
+			return run, err
+		}
+		if run.settled() {
+			return run, nil
+		}
+		changed, err := d.evolve(ctx, &run)
+		if changed {
+			if _, perr := putRecord(ctx, d.store, kindRun, id, version, &run); perr != nil {
+				if IsConflict(perr) {
+					continue
+				}
+				return run, errors.Join(err, perr)
+			}
+		}
+		return run, err
+	}
+	return runRecord{}, fmt.Errorf("advance run %s: the record kept changing; retry", id)
+}
+
+// evolve moves run forward in memory, submitting, reading and cancelling
+// steps in the scheduler as needed. It reports whether run changed.
+func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err error) {
+	now := d.now()
+	if run.State == runRunning && run.Cancel != nil {
+		for i := range run.Steps {
+			if run.Steps[i].Status == stepPending {
+				run.Steps[i].Status, changed = stepSkipped, true
+			}
+		}
+	}
+	for i := 0; run.State == runRunning && i < len(run.Steps); i++ {
+		s := &run.Steps[i]
+		switch s.Status {
+		case stepEnded, stepSkipped:
+			continue
+		case stepPending:
+			req := s.Spec
+			req.ID, req.Workspace = s.ID, run.Workspace
+			_, err := d.steps.SubmitStep(ctx, req)
+			var ce *client.Error
+			switch {
+			case err == nil || IsConflict(err):
+				// A conflict: this step was submitted already (by us
+				// before a crash, or by another driver).
+				s.Status, changed = stepSubmitted, true
+				i-- // look at it at once
+			case errors.As(err, &ce) && ce.Code == api.CodeBadRequest:
+				run.Errors = append(run.Errors, fmt.Sprintf("step %d was refused by the scheduler: %s", i, Scrub(ce.Message, d.nodes.known(ctx)...)))
+				s.Status = stepSkipped
+				d.end(run, runFailed, i+1, now)
+				return true, nil
+			default:
+				return changed, fmt.Errorf("submit step %s: %w", s.ID, err)
+			}
+		case stepSubmitted:
+			st, err := d.steps.Step(ctx, s.ID)
+			if IsNotFound(err) {
+				run.Errors = append(run.Errors, fmt.Sprintf("step %d is unknown to the scheduler (was its state restored from an older snapshot?)", i))
+				s.Status = stepEnded
+				d.end(run, runFailed, i+1, now)
+				return true, nil
+			}
+			if err != nil {
+				return changed, fmt.Errorf("read step %s: %w", s.ID, err)
+			}
+			if !st.Terminal() {
+				if run.Cancel != nil {
+					if run.CancelStep != s.ID {
+						run.CancelStep, changed = s.ID, true
+					}
+					if st.Cancel == nil {
+						if _, err := d.steps.CancelStep(ctx, s.ID, "run cancelled"); err != nil && !IsConflict(err) {
+							return changed, fmt.Errorf("cancel step %s: %w", s.ID, err)
+						}
+					}
+				}
+				return changed, nil
+			}
+			s.Status, changed = stepEnded, true
+			if st.State == "exited" && st.ExitCode != nil && *st.ExitCode == 0 {
+				continue
+			}
+			if run.Cancel != nil {
+				// The cancel ended it (or it ended meanwhile): the rest
+				// are skipped already.
+				run.CancelStep = s.ID
+				continue
+			}
+			run.Errors = append(run.Errors, fmt.Sprintf("step %d %s", i, outcome(st, d.nodes.known(ctx, st.Node))))
+			d.end(run, runFailed, i+1, now)
+			return true, nil
+		}
+	}
+	if run.State == runRunning {
+		state := runSucceeded
+		for _, s := range run.Steps {
+			if s.Status == stepSkipped {
+				state = runCancelled
+			}
+		}
+		d.end(run, state, len(run.Steps), now)
+		changed = true
+	}
+	if c, err := d.settleCancel(ctx, run, now); err != nil || c {
+		return changed || c, err
+	}
+	return changed, nil
+}
+
+// end ends run in state and skips its steps from index from on.
+func (d *Driver) end(run *runRecord, state string, from int, now time.Time) {
+	run.State, run.EndedAt = state, now
+	for j := from; j < len(run.Steps); j++ {
+		if run.Steps[j].Status == stepPending {
+			run.Steps[j].Status = stepSkipped
+		}
+	}
+}
+
+// settleCancel confirms the cancel of an ended run once the scheduler
+// confirmed its step's (or could not verify it). A cancel that found no
+// live step is confirmed at once: no process was left.
+func (d *Driver) settleCancel(ctx context.Context, run *runRecord, now time.Time) (bool, error) {
+	if run.State == runRunning || run.Cancel == nil || run.settled() {
+		return false, nil
+	}
+	if run.CancelStep == "" {
+		run.Cancel.ConfirmedAt = now
+		return true, nil
+	}
+	st, err := d.steps.Step(ctx, run.CancelStep)
+	if err != nil {
+		return false, fmt.Errorf("read step %s: %w", run.CancelStep, err)
+	}
+	switch {
+	case st.Cancel != nil && !st.Cancel.ConfirmedAt.IsZero():
+		run.Cancel.ConfirmedAt = st.Cancel.ConfirmedAt
+	case st.Cancel != nil && st.Cancel.Unverified != "":
+		run.Cancel.Unverified = Scrub(st.Cancel.Unverified, d.nodes.known(ctx, st.Node)...)
+	case st.Cancel == nil && st.Terminal():
+		// It ended by itself before the cancel reached it: its exit is
+		// the runtime's word that the process is gone.
+		run.Cancel.ConfirmedAt = st.Phases.Exited
+		if run.Cancel.ConfirmedAt.IsZero() {
+			run.Cancel.ConfirmedAt = now
+		}
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// outcome says how a step that did not exit 0 ended, for a run's errors.
+func outcome(st api.Step, known []string) string {
+	switch {
+	case st.State == "exited" && st.ExitCode != nil:
+		return fmt.Sprintf("exited with code %d (terminated by %s)", *st.ExitCode, st.TerminatedBy)
+	case st.Reason != "":
+		return fmt.Sprintf("%s: %s", st.State, Scrub(st.Reason, known...))
+	}
+	return st.State
+}

@@ -1,0 +1,266 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/gateway/gatewaytest"
+)
+
+// newRun creates a run of n steps ("true" each) as the editor key and
+// returns it.
+func (f *fixture) newRun(n int) Operation {
+	f.t.Helper()
+	steps := strings.TrimSuffix(strings.Repeat(`{"args":["true"]},`, n), ",")
+	var op Operation
+	f.do("key-editor", "POST", "/v1/runs", `{"workspace":"ws-main","steps":[`+steps+`]}`, 201, &op)
+	return op
+}
+
+func (f *fixture) getRun(id string) Operation {
+	f.t.Helper()
+	var op Operation
+	f.do("viewer", "GET", "/v1/runs/"+id, "", 200, &op)
+	return op
+}
+
+func stepStates(op Operation) string {
+	var s []string
+	for _, st := range op.Steps {
+		s = append(s, st.State)
+	}
+	return strings.Join(s, " ")
+}
+
+func TestDriverSequencesSteps(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	op := f.newRun(3)
+	if got, want := stepStates(op), "queued pending pending"; got != want {
+		t.Fatalf("new run's steps = %s, want %s", got, want)
+	}
+	for i := range 3 {
+		id := stepID(op.ID, i)
+		if f.sched.Accepted(id) != 1 {
+			t.Fatalf("step %d not submitted once: %d", i, f.sched.Accepted(id))
+		}
+		if i+1 < 3 && f.sched.Accepted(stepID(op.ID, i+1)) != 0 {
+			t.Fatalf("step %d submitted before step %d ended", i+1, i)
+		}
+		f.g.Driver().Pass(ctx) // nothing changed: nothing happens
+		if i+1 < 3 && f.sched.Accepted(stepID(op.ID, i+1)) != 0 {
+			t.Fatalf("step %d submitted while step %d runs", i+1, i)
+		}
+		f.sched.Start(id)
+		f.sched.Exit(id, 0)
+		f.g.Driver().Pass(ctx)
+	}
+	got := f.getRun(op.ID)
+	if got.State != runSucceeded || got.EndedAt.IsZero() || stepStates(got) != "exited exited exited" {
+		t.Errorf("run = %s %v [%s], want succeeded with every step exited", got.State, got.EndedAt, stepStates(got))
+	}
+	if _, err := f.store.GetRecord(ctx, kindRunLive, op.ID); !IsNotFound(err) {
+		t.Errorf("live marker of a settled run = %v, want it deleted", err)
+	}
+	// The workspace travels with every step.
+	for i := range 3 {
+		st, _ := f.sched.Step(ctx, stepID(op.ID, i))
+		if st.Spec.Workspace != wsMain {
+			t.Errorf("step %d workspace = %q, want %q", i, st.Spec.Workspace, wsMain)
+		}
+	}
+}
+
+func TestDriverFailureEndsRun(t *testing.T) {
+	f := newFixture(t)
+	op := f.newRun(3)
+	s0 := stepID(op.ID, 0)
+	f.sched.Start(s0)
+	f.sched.Exit(s0, 3)
+	f.g.Driver().Pass(t.Context())
+	got := f.getRun(op.ID)
+	if got.State != runFailed || stepStates(got) != "exited cancelled cancelled" {
+		t.Errorf("run = %s [%s], want failed [exited cancelled cancelled]", got.State, stepStates(got))
+	}
+	if len(got.Errors) != 1 || !strings.Contains(got.Errors[0], "exited with code 3") {
+		t.Errorf("errors = %q, want step 0's exit code", got.Errors)
+	}
+	for i := 1; i < 3; i++ {
+		if n := f.sched.Accepted(stepID(op.ID, i)); n != 0 {
+			t.Errorf("step %d of a failed run was submitted %d times", i, n)
+		}
+	}
+	// A platform failure ends it too, its reason scrubbed.
+	op = f.newRun(2)
+	f.sched.Fail(stepID(op.ID, 0), "image pull on "+gatewaytest.Node+" (10.0.0.9:7200) failed")
+	f.g.Driver().Pass(t.Context())
+	got = f.getRun(op.ID)
+	if got.State != runFailed || strings.Contains(fmt.Sprint(got), gatewaytest.Node) || strings.Contains(fmt.Sprint(got), "10.0.0.9") {
+		t.Errorf("run = %+v, want failed without the node's name or address", got)
+	}
+}
+
+// TestDriverCancel: a run's cancel shows requested_at at once, and
+// confirmed_at only once the scheduler confirmed its step's cancel.
+func TestDriverCancel(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	op := f.newRun(3)
+	s0 := stepID(op.ID, 0)
+	f.sched.Start(s0)
+	var got Operation
+	f.do("editor", "POST", "/v1/runs/"+op.ID+"/cancel", "", 200, &got)
+	if got.Cancel == nil || got.Cancel.RequestedAt.IsZero() || !got.Cancel.ConfirmedAt.IsZero() {
+		t.Fatalf("cancel = %+v, want requested and not confirmed", got.Cancel)
+	}
+	if st, _ := f.sched.Step(ctx, s0); st.Cancel == nil {
+		t.Fatalf("the live step's cancel was not requested in the scheduler")
+	}
+	if stepStates(got) != "running cancelled cancelled" {
+		t.Errorf("steps = %s, want the rest cancelled at once", stepStates(got))
+	}
+	// The process exits; its cancel is not confirmed yet.
+	f.sched.Exit(s0, 137)
+	f.g.Driver().Pass(ctx)
+	got = f.getRun(op.ID)
+	if got.State != runCancelled || !got.Cancel.ConfirmedAt.IsZero() {
+		t.Fatalf("after the exit: run %s cancel %+v, want cancelled and not confirmed", got.State, got.Cancel)
+	}
+	f.sched.ConfirmCancel(s0)
+	f.g.Driver().Pass(ctx)
+	var rec runRecord
+	getRecord(ctx, f.store, kindRun, op.ID, &rec)
+	if rec.Cancel.ConfirmedAt.IsZero() {
+		t.Fatalf("after the confirmation: cancel %+v, want confirmed", rec.Cancel)
+	}
+	if got = f.getRun(op.ID); got.Cancel.ConfirmedAt.IsZero() {
+		t.Errorf("operation cancel %+v, want confirmed", got.Cancel)
+	}
+	for i := 1; i < 3; i++ {
+		if n := f.sched.Accepted(stepID(op.ID, i)); n != 0 {
+			t.Errorf("step %d of a cancelled run was submitted", i)
+		}
+	}
+	// Cancelling again is a no-op; an ended run without cancel refuses.
+	f.do("editor", "POST", "/v1/runs/"+op.ID+"/cancel", "", 200, nil)
+	done := f.newRun(1)
+	f.sched.Start(stepID(done.ID, 0))
+	f.sched.Exit(stepID(done.ID, 0), 0)
+	f.g.Driver().Pass(ctx)
+	f.do("editor", "POST", "/v1/runs/"+done.ID+"/cancel", "", 409, nil)
+}
+
+// TestDriversConcurrently runs two gateways' drivers on one store and
+// scheduler: every step is submitted exactly once, in order.
+func TestDriversConcurrently(t *testing.T) {
+	f := newFixture(t)
+	cfg := DefaultConfig()
+	cfg.Site, cfg.OwnerEmail, cfg.DriverInterval = testSite, "", 5*time.Millisecond
+	var drivers []*Driver
+	for range 2 {
+		g, err := New(cfg, f.store, f.sched, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		drivers = append(drivers, g.Driver())
+	}
+	var runs []string
+	for range 4 {
+		runs = append(runs, f.newRun(3).ID)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for _, d := range drivers {
+		wg.Go(func() { d.Run(ctx) })
+	}
+	// The "nodes": run every queued step to a 0 exit.
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			for _, id := range f.sched.StepIDs() {
+				if st, _ := f.sched.Step(ctx, id); st.State == "queued" {
+					f.sched.Start(id)
+					f.sched.Exit(id, 0)
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		all := true
+		for _, id := range runs {
+			var rec runRecord
+			getRecord(t.Context(), f.store, kindRun, id, &rec)
+			all = all && rec.State == runSucceeded
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			wg.Wait()
+			t.Fatalf("runs did not all succeed in 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	for _, id := range runs {
+		for i := range 3 {
+			if n := f.sched.Accepted(stepID(id, i)); n != 1 {
+				t.Errorf("step %s accepted %d times, want 1", stepID(id, i), n)
+			}
+		}
+		for i := 1; i < 3; i++ {
+			prev, _ := f.sched.Step(t.Context(), stepID(id, i-1))
+			cur, _ := f.sched.Step(t.Context(), stepID(id, i))
+			if cur.CreateIndex < prev.ModifyIndex {
+				t.Errorf("step %s submitted before step %s ended", cur.ID, prev.ID)
+			}
+		}
+	}
+}
+
+// TestDriverRunStops: Run returns nil once its context ends, its
+// watchers stopped.
+func TestDriverRunStops(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.g.Driver().Run(ctx) }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// TestDriverRetriesStoreFailure: a failed write of the run record is
+// retried at the next pass, and the step is not submitted twice.
+func TestDriverRetriesStoreFailure(t *testing.T) {
+	f := newFixture(t)
+	op := f.newRun(2)
+	s0 := stepID(op.ID, 0)
+	f.sched.Start(s0)
+	f.sched.Exit(s0, 0)
+	f.store.FailPuts(1)
+	f.g.Driver().Pass(t.Context()) // submits step 1, fails to record it
+	f.g.Driver().Pass(t.Context()) // conflict on the submission: records it
+	if n := f.sched.Accepted(stepID(op.ID, 1)); n != 1 {
+		t.Errorf("step 1 accepted %d times, want 1", n)
+	}
+	var rec runRecord
+	getRecord(t.Context(), f.store, kindRun, op.ID, &rec)
+	if rec.Steps[1].Status != stepSubmitted {
+		t.Errorf("step 1 status = %s, want submitted", rec.Steps[1].Status)
+	}
+}

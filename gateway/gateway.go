@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	// Listen is the HOST:PORT the API and the page are served on.
+	Listen string
+	// Site is the origin browsers load the page from
+	// ("http://127.0.0.1:7300"): cookie-authenticated requests must come
+	// from it, and the cookie is Secure when it is https.
+	Site string
+	// DataDir holds caches only (the state is in the scheduler).
+	DataDir string
+	// OwnerEmail is the first owner's email, created by Run when the
+	// scheduler has no owner yet.
+	OwnerEmail string
+	// BootstrapOut receives the first owner's one-time password when Run
+	// creates it; nil is os.Stderr.
+	BootstrapOut io.Writer
+	// SessionTTL is how long a sign-in lasts.
+	SessionTTL time.Duration
+	// DriverInterval is how often the Driver looks at every unfinished run
+	// when nothing woke it earlier.
+	DriverInterval time.Duration
+	// Page is the web page's files (web.FS()); nil when it is not built.
+	Page fs.FS
+	// Stream serves GET /v1/steps/{id}/stream once authorized; nil answers
+	// 501 (the relay is not wired in).
+	Stream StreamServer
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults of `gateway serve`.
+func DefaultConfig() Config {
+	return Config{
+		Listen:         "127.0.0.1:7300",
+		Site:           "http://127.0.0.1:7300",
+		OwnerEmail:     "owner@rodon.local",
+		SessionTTL:     12 * time.Hour,
+		DriverInterval: 2 * time.Second,
+	}
+}
+
+// StreamServer relays a step's stream to a client (package gateway/relay).
+// The gateway calls it after it authorized the request: interactive says
+// whether the client may send input (an editor or more, on a tty step).
+type StreamServer interface {
+	ServeStep(w http.ResponseWriter, r *http.Request, stepID string, from uint64, interactive bool)
+}
+
+// Gateway serves the API. Build it with New, serve with Run (or mount
+// Handler and run Driver yourself).
+type Gateway struct {
+	cfg     Config
+	store   Store
+	steps   Steps
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *metrics
+	driver  *Driver
+	nodes   *nodeNames
+	routes  []route
+	handler http.Handler
+	// signinByEmail and signinByAddr rate-limit sign-in attempts.
+	signinByEmail *limiter
+	signinByAddr  *limiter
+	secureCookie  bool
+}
+
+// New checks cfg and wires a gateway on store and steps (both usually the
+// scheduler client). It starts nothing.
+func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, error) {
+	if store == nil || steps == nil {
+		return nil, errors.New("gateway: a store and a step API are required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.BootstrapOut == nil {
+		cfg.BootstrapOut = os.Stderr
+	}
+	if cfg.SessionTTL <= 0 {
+		return nil, fmt.Errorf("session ttl %v: want a positive duration", cfg.SessionTTL)
+	}
+	if cfg.DriverInterval <= 0 {
+		return nil, fmt.Errorf("driver interval %v: want a positive duration", cfg.DriverInterval)
+	}
+	u, err := url.Parse(cfg.Site)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return nil, fmt.Errorf("site %q: want an origin such as http://127.0.0.1:7300", cfg.Site)
+	}
+	cfg.Site = u.Scheme + "://" + u.Host
+	if cfg.OwnerEmail != "" {
+		if err := checkEmail(cfg.OwnerEmail); err != nil {
+			return nil, fmt.Errorf("owner email: %w", err)
+		}
+	}
+	g := &Gateway{
+		cfg:           cfg,
+		store:         store,
+		steps:         steps,
+		log:           logger.With("component", "gateway"),
+		now:           func() time.Time { return cfg.Now().UTC() },
+		signinByEmail: newLimiter(5, 30*time.Second, cfg.Now),
+		signinByAddr:  newLimiter(20, 5*time.Second, cfg.Now),
+		secureCookie:  u.Scheme == "https",
+	}
+	g.metrics = newMetrics()
+	g.nodes = &nodeNames{steps: steps}
+	g.driver = newDriver(store, steps, g.nodes, cfg.DriverInterval, g.now, logger)
+	g.routes = g.routeTable()
+	g.handler = g.buildHandler()
+	return g, nil
+}
+
+// Handler returns the gateway's HTTP handler.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Driver returns the run driver Run runs.
+func (g *Gateway) Driver() *Driver { return g.driver }
+
+// Run serves on cfg.Listen, runs the Driver and, when the scheduler has no
+// owner yet, creates one. It blocks until ctx ends, then shuts the server
+// down (waiting up to 10 s for requests in flight) and returns nil.
+func (g *Gateway) Run(ctx context.Context) error {
+	if g.cfg.DataDir != "" {
+		if err := os.MkdirAll(g.cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("create data dir: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", g.cfg.Listen, err)
+	}
+	return g.Serve(ctx, ln)
+}
+
+// Serve is Run on a listener it closes.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	g.log.Info("gateway serving", "address", ln.Addr().String(), "site", g.cfg.Site)
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve http: %w", err)
+		}
+		return nil
+	})
+	eg.Go(func() error {
+		<-ctx.Done()
+		// Drain with a fresh context: ctx is already cancelled.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			srv.Close()
+		}
+		return nil
+	})
+	eg.Go(func() error { return g.driver.Run(ctx) })
+	if g.cfg.OwnerEmail != "" {
+		eg.Go(func() error {
+			g.bootstrapLoop(ctx)
+			return nil
+		})
+	}
+	return eg.Wait()
+}
+
+// bootstrapLoop creates the first owner, retrying while the scheduler does
+// not answer, and prints its password once.
+func (g *Gateway) bootstrapLoop(ctx context.Context) {
+	backoff := 500 * time.Millisecond
+	for {
+		res, err := Bootstrap(ctx, g.store, g.cfg.OwnerEmail, g.now())
+		if err == nil {
+			if res.Created {
+				g.log.Info("first owner created", "account_id", res.AccountID, "email", res.Email)
+				fmt.Fprintf(g.cfg.BootstrapOut, "rodon gateway: created the owner %s with the one-time password %s\n"+
+					"sign in at %s; this password is not shown again.\n", res.Email, res.Password, g.cfg.Site)
+			}
+			return
+		}
+		g.log.Warn("create the first owner", "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// securityHeaders sets the headers every answer carries.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			hd.Set("Cache-Control", "no-store")
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/gateway/gatewaytest"
+)
+
+const (
+	testSite     = "http://gw.test"
+	testPassword = "correct horse battery"
+	wsMain       = "ws-main"
+	wsOther      = "ws-other"
+)
+
+// testHash is testPassword's hash, computed once: argon2id is slow on
+// purpose.
+var testHash = sync.OnceValue(func() string { return hashPassword(testPassword) })
+
+// tlog routes logs to t.Log.
+type tlogWriter struct{ t testing.TB }
+
+func (w tlogWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// fakeStream stands in for the relay.
+type fakeStream struct{}
+
+func (fakeStream) ServeStep(w http.ResponseWriter, r *http.Request, stepID string, from uint64, interactive bool) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"step": stepID, "from": from, "interactive": interactive})
+}
+
+// fixture is a gateway on fakes with two workspaces and one credential of
+// each kind.
+type fixture struct {
+	t     *testing.T
+	store *gatewaytest.MemStore
+	sched *gatewaytest.Scheduler
+	g     *Gateway
+	h     http.Handler
+	// creds by name: "none", "viewer".."owner" (people), "key-viewer"..
+	// "key-owner", "other" (an admin limited to ws-other).
+	creds map[string]cred
+	// run is a run in ws-main whose first step is running.
+	run string
+	// member ids: an editor and a viewer, targets of member writes;
+	// keyViewer a viewer key to delete.
+	editorID, viewerID, targetKey string
+}
+
+// cred is how a test request authenticates.
+type cred struct {
+	cookie, csrf, bearer string
+	person               bool
+}
+
+var personRoles = []Role{RoleViewer, RoleEditor, RoleAdmin, RoleOwner}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{t: t, store: gatewaytest.NewMemStore(), sched: gatewaytest.NewScheduler(), creds: map[string]cred{"none": {}}}
+	cfg := DefaultConfig()
+	cfg.Site, cfg.OwnerEmail, cfg.Stream = testSite, "", fakeStream{}
+	g, err := New(cfg, f.store, f.sched, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.g, f.h = g, g.Handler()
+	now := time.Now().UTC()
+	for _, ws := range []string{wsMain, wsOther} {
+		f.put(kindWorkspace, ws, Workspace{ID: ws, Name: ws, CreatedAt: now})
+	}
+	for _, r := range personRoles {
+		id := f.account(r.String()+"@example.com", r, nil)
+		f.creds[r.String()] = f.session(id)
+		f.creds["key-"+r.String()], _ = f.key(r, nil)
+	}
+	f.creds["other"] = f.session(f.account("other@example.com", RoleAdmin, []string{wsOther}))
+	f.editorID = f.account("target-editor@example.com", RoleEditor, nil)
+	f.viewerID = f.account("target-viewer@example.com", RoleViewer, nil)
+	_, f.targetKey = f.key(RoleViewer, nil)
+	f.put(kindSession, "sess-main", Session{ID: "sess-main", Workspace: wsMain, Title: "t", CreatedAt: now})
+
+	var op Operation
+	f.do("key-editor", "POST", "/v1/runs", `{"workspace":"ws-main","session":"sess-main","steps":[{"args":["true"]},{"args":["false"]}]}`, 201, &op)
+	f.run = op.ID
+	f.sched.Start(op.Steps[0].ID)
+	return f
+}
+
+func (f *fixture) put(kind, id string, v any) {
+	f.t.Helper()
+	if _, err := putRecord(f.t.Context(), f.store, kind, id, 0, v); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) account(email string, role Role, ws []string) string {
+	a := accountRecord{ID: accountID(email), Email: email, Role: role, Workspaces: ws, PasswordHash: testHash(), CreatedAt: time.Now().UTC()}
+	f.put(kindAccount, a.ID, a)
+	return a.ID
+}
+
+func (f *fixture) session(account string) cred {
+	tok := randomString(40)
+	now := time.Now().UTC()
+	f.put(kindSignin, digest(tok), signinRecord{Account: account, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+	return cred{cookie: tok, csrf: csrfToken(tok), person: true}
+}
+
+func (f *fixture) key(role Role, ws []string) (cred, string) {
+	id, secret := newID(prefixKey), randomString(52)
+	f.put(kindKey, id, keyRecord{ID: id, Name: "k", Role: role, Workspaces: ws, SecretHash: digest(secret), CreatedAt: time.Now().UTC()})
+	return cred{bearer: keyPrefix + strings.TrimPrefix(id, prefixKey) + "_" + secret}, id
+}
+
+// request builds a request with credential c (CSRF included for cookie
+// writes).
+func (f *fixture) request(c cred, method, path, body string) *http.Request {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r := httptest.NewRequest(method, path, rd)
+	r.RemoteAddr = "192.0.2.1:5555"
+	if c.cookie != "" {
+		r.AddCookie(&http.Cookie{Name: cookieName, Value: c.cookie})
+		if method != "GET" {
+			r.Header.Set(csrfHeader, c.csrf)
+		}
+	}
+	if c.bearer != "" {
+		r.Header.Set("Authorization", "Bearer "+c.bearer)
+	}
+	return r
+}
+
+func (f *fixture) serve(r *http.Request) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	return w
+}
+
+// do sends a request as credential name and checks the status; out (if
+// not nil) receives the decoded answer.
+func (f *fixture) do(name, method, path, body string, want int, out any) *httptest.ResponseRecorder {
+	f.t.Helper()
+	c, ok := f.creds[name]
+	if !ok {
+		f.t.Fatalf("no credential %q", name)
+	}
+	w := f.serve(f.request(c, method, path, body))
+	if w.Code != want {
+		f.t.Fatalf("%s %s as %s = %d %s, want %d", method, path, name, w.Code, w.Body, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(w.Body.Bytes(), out); err != nil {
+			f.t.Fatalf("%s %s: decode %s: %v", method, path, w.Body, err)
+		}
+	}
+	return w
+}
+
+// errorCode returns the code of an error answer.
+func errorCode(b *bytes.Buffer) string {
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	json.Unmarshal(b.Bytes(), &e)
+	return e.Error.Code
+}

@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+type createKeyRequest struct {
+	Name       string   `json:"name"`
+	Role       Role     `json:"role"`
+	Workspaces []string `json:"workspaces"`
+}
+
+type createKeyResponse struct {
+	Key Key `json:"key"`
+	// Secret is the whole credential, rk_<id>_<secret>; it is shown once.
+	Secret string `json:"secret"`
+}
+
+func (g *Gateway) handleKeys(c *call) error {
+	recs, err := listRecords[keyRecord](c.ctx, g.store, kindKey, "")
+	if err != nil {
+		return err
+	}
+	out := make([]Key, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, r.Value.public())
+	}
+	slices.SortFunc(out, func(a, b Key) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return c.json(http.StatusOK, out)
+}
+
+func (g *Gateway) handleCreateKey(c *call) error {
+	var req createKeyRequest
+	if err := c.decode(&req); err != nil {
+		return err
+	}
+	if err := checkName("name", req.Name); err != nil {
+		return err
+	}
+	if err := checkGrant(c.p, req.Role, req.Workspaces); err != nil {
+		return err
+	}
+	if err := g.checkWorkspaceList(c, req.Workspaces); err != nil {
+		return err
+	}
+	id := newID(prefixKey)
+	secret := randomString(52)
+	k := keyRecord{ID: id, Name: req.Name, Role: req.Role, Workspaces: req.Workspaces, SecretHash: digest(secret),
+		CreatedBy: c.p.actor.ID, CreatedAt: g.now()}
+	c.target = id
+	if _, err := putRecord(c.ctx, g.store, kindKey, id, 0, &k); err != nil {
+		return err
+	}
+	return c.json(http.StatusCreated, createKeyResponse{Key: k.public(),
+		Secret: keyPrefix + strings.TrimPrefix(id, prefixKey) + "_" + secret})
+}
+
+func (g *Gateway) handleDeleteKey(c *call) error {
+	id := c.r.PathValue("id")
+	if !validID(id, prefixKey) {
+		return badRequest("key id %q: want key- and letters or digits", id)
+	}
+	c.target = id
+	var k keyRecord
+	version, err := getRecord(c.ctx, g.store, kindKey, id, &k)
+	if IsNotFound(err) {
+		return notFound("no key %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	if err := checkGrant(c.p, k.Role, nil); err != nil {
+		return err
+	}
+	if err := g.store.DeleteRecord(c.ctx, kindKey, id, version); err != nil && !IsNotFound(err) {
+		if IsConflict(err) {
+			return conflict("key %s changed meanwhile: retry", id)
+		}
+		return err
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// checkName checks a short human name (1-100 characters, no control
+// characters).
+func checkName(field, s string) error {
+	if strings.TrimSpace(s) == "" || utf8.RuneCountInString(s) > 100 || !utf8.ValidString(s) ||
+		strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return badRequest("field %q: want 1 to 100 characters without control characters", field)
+	}
+	return nil
+}

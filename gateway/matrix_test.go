@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rodon-compute/rodon/api"
+)
+
+// matrixRow is how the authorization matrix calls one route.
+type matrixRow struct {
+	// path and body of the request, given the fixture.
+	path func(f *fixture) string
+	body func(f *fixture) string
+	// ok is the status of an allowed call.
+	ok int
+	// other is the status for the admin limited to ws-other, when the
+	// route's role and organisation rules let it through.
+	other int
+}
+
+func fixed(s string) func(*fixture) string { return func(*fixture) string { return s } }
+
+func stepOf(f *fixture) string { return stepID(f.run, 0) }
+
+// matrixRows has one row per route of routeTable; TestAuthorizationMatrix
+// fails for a route without one.
+var matrixRows = map[string]matrixRow{
+	"POST /v1/auth/signin": {path: fixed("/v1/auth/signin"),
+		body: fixed(`{"email":"viewer@example.com","password":"` + testPassword + `"}`), ok: 200, other: 200},
+	"POST /v1/auth/signout": {path: fixed("/v1/auth/signout"), ok: 204, other: 204},
+	"GET /v1/me":            {path: fixed("/v1/me"), ok: 200, other: 200},
+	"GET /v1/workspaces":    {path: fixed("/v1/workspaces"), ok: 200, other: 200},
+	"POST /v1/workspaces":   {path: fixed("/v1/workspaces"), body: fixed(`{"name":"new"}`), ok: 201},
+	"GET /v1/members":       {path: fixed("/v1/members"), ok: 200},
+	"POST /v1/members": {path: fixed("/v1/members"),
+		body: fixed(`{"email":"new@example.com","password":"a long enough password","role":"editor","workspaces":["ws-main"]}`), ok: 201},
+	"PATCH /v1/members/{id}": {path: func(f *fixture) string { return "/v1/members/" + f.editorID },
+		body: fixed(`{"role":"viewer"}`), ok: 200},
+	"DELETE /v1/members/{id}": {path: func(f *fixture) string { return "/v1/members/" + f.viewerID }, ok: 204},
+	"GET /v1/keys":            {path: fixed("/v1/keys"), ok: 200},
+	"POST /v1/keys":           {path: fixed("/v1/keys"), body: fixed(`{"name":"ci","role":"viewer"}`), ok: 201},
+	"DELETE /v1/keys/{id}":    {path: func(f *fixture) string { return "/v1/keys/" + f.targetKey }, ok: 204},
+	"POST /v1/sessions": {path: fixed("/v1/sessions"), body: fixed(`{"workspace":"ws-main","title":"x"}`),
+		ok: 201, other: 403},
+	"GET /v1/sessions": {path: fixed("/v1/sessions?workspace=ws-main"), ok: 200, other: 403},
+	"POST /v1/runs": {path: fixed("/v1/runs"), body: fixed(`{"workspace":"ws-main","steps":[{"args":["echo","hi"]}]}`),
+		ok: 201, other: 403},
+	"GET /v1/runs":              {path: fixed("/v1/runs?workspace=ws-main"), ok: 200, other: 403},
+	"GET /v1/runs/{id}":         {path: func(f *fixture) string { return "/v1/runs/" + f.run }, ok: 200, other: 404},
+	"POST /v1/runs/{id}/cancel": {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/cancel" }, ok: 200, other: 404},
+	"GET /v1/steps/{id}":        {path: func(f *fixture) string { return "/v1/steps/" + stepOf(f) }, ok: 200, other: 404},
+	"GET /v1/steps/{id}/stream": {path: func(f *fixture) string { return "/v1/steps/" + stepOf(f) + "/stream" }, ok: 200, other: 404},
+	"GET /v1/audit":             {path: fixed("/v1/audit"), ok: 200},
+}
+
+// matrixCreds are the credentials of the matrix, with their role and
+// whether they are a person.
+var matrixCreds = []struct {
+	name   string
+	role   Role
+	person bool
+}{
+	{"none", RoleNone, false},
+	{"viewer", RoleViewer, true}, {"editor", RoleEditor, true}, {"admin", RoleAdmin, true}, {"owner", RoleOwner, true},
+	{"key-viewer", RoleViewer, false}, {"key-editor", RoleEditor, false}, {"key-admin", RoleAdmin, false}, {"key-owner", RoleOwner, false},
+	{"other", RoleAdmin, true},
+}
+
+// want is the status the matrix expects of credential c on rt.
+func (row matrixRow) want(rt route, name string, role Role, person bool) int {
+	switch {
+	case rt.least == RoleNone:
+		return row.ok
+	case name == "none":
+		return http.StatusUnauthorized
+	case rt.person && !person, role < rt.least:
+		return http.StatusForbidden
+	case name == "other" && rt.org:
+		return http.StatusForbidden
+	case name == "other":
+		return row.other
+	}
+	return row.ok
+}
+
+// TestAuthorizationMatrix calls every route of the route table with every
+// kind of credential, each on a fresh fixture, and checks the status: no
+// write below its least role, person-only routes refused to keys, nothing
+// of ws-main shown to a member of ws-other. Every write by a known caller
+// leaves exactly one audit entry naming the route's action and result,
+// and no call changes an earlier entry.
+func TestAuthorizationMatrix(t *testing.T) {
+	probe := newFixture(t)
+	for _, rt := range probe.g.routes {
+		if _, ok := matrixRows[rt.pattern]; !ok {
+			t.Errorf("route %s has no row in matrixRows: add one", rt.pattern)
+		}
+		if rt.write() && rt.action == "" {
+			t.Errorf("write route %s has no audit action", rt.pattern)
+		}
+	}
+	for pattern := range matrixRows {
+		if !slices.ContainsFunc(probe.g.routes, func(rt route) bool { return rt.pattern == pattern }) {
+			t.Errorf("matrixRows has %s, which is no route", pattern)
+		}
+	}
+	for _, rt := range probe.g.routes {
+		row, ok := matrixRows[rt.pattern]
+		if !ok {
+			continue
+		}
+		method, _, _ := strings.Cut(rt.pattern, " ")
+		for _, mc := range matrixCreds {
+			t.Run(rt.pattern+"/"+mc.name, func(t *testing.T) {
+				f := newFixture(t)
+				before, _ := f.store.Audit(t.Context(), 0, 0)
+				body := ""
+				if row.body != nil {
+					body = row.body(f)
+				}
+				w := f.serve(f.request(f.creds[mc.name], method, row.path(f), body))
+				want := row.want(rt, mc.name, mc.role, mc.person)
+				if w.Code != want {
+					t.Fatalf("%s %s as %s = %d %s, want %d", method, row.path(f), mc.name, w.Code, w.Body, want)
+				}
+				if w.Code >= 400 {
+					if code := errorCode(w.Body); code == "" {
+						t.Errorf("error answer %s is not an api.Error", w.Body)
+					}
+				}
+				if mc.name == "other" && w.Code == 200 && (strings.Contains(w.Body.String(), f.run) || strings.Contains(w.Body.String(), `"ws-main"`)) {
+					t.Errorf("member of ws-other sees ws-main: %s", w.Body)
+				}
+				if strings.Contains(w.Body.String(), "node-secret") || strings.Contains(w.Body.String(), "10.1.2.3") {
+					t.Errorf("answer leaks a provider identifier: %s", w.Body)
+				}
+
+				after, _ := f.store.Audit(t.Context(), 0, 0)
+				if !cmp.Equal(after[:min(len(before), len(after))], before) {
+					t.Errorf("audit entries before the call changed:\n%s", cmp.Diff(before, after[:len(before)]))
+				}
+				wantEntries := 0
+				if rt.write() && (mc.name != "none" || rt.least == RoleNone) {
+					wantEntries = 1
+				}
+				if got := len(after) - len(before); got != wantEntries {
+					t.Fatalf("call left %d audit entries, want %d", got, wantEntries)
+				}
+				if wantEntries == 1 {
+					checkAuditEntry(t, after[len(after)-1], rt.action, w)
+				}
+			})
+		}
+	}
+}
+
+func checkAuditEntry(t *testing.T, e api.AuditEntry, action string, w interface{ Result() *http.Response }) {
+	t.Helper()
+	var got auditEntry
+	if err := json.Unmarshal(e.Entry, &got); err != nil {
+		t.Fatal(err)
+	}
+	res := w.Result()
+	wantResult := "ok"
+	if res.StatusCode >= 400 {
+		var body api.Error
+		json.NewDecoder(res.Body).Decode(&body)
+		wantResult = body.Detail.Code
+	}
+	if got.Action != action || got.Result != wantResult || got.Client != "192.0.2.1" || got.Credential == nil {
+		t.Errorf("audit entry = %+v, want action %s, result %s, client 192.0.2.1 and a credential", got, action, wantResult)
+	}
+	if got.Credential != nil && got.Credential.Kind != "password" && got.Who == "" {
+		t.Errorf("audit entry %+v names nobody", got)
+	}
+	if strings.Contains(string(e.Entry), "rk_") || strings.Contains(string(e.Entry), testPassword) {
+		t.Errorf("audit entry carries a secret: %s", e.Entry)
+	}
+}
+
+// TestCSRF: every write made with the cookie needs the session's token.
+func TestCSRF(t *testing.T) {
+	f := newFixture(t)
+	for _, rt := range f.g.routes {
+		if !rt.write() || rt.least == RoleNone {
+			continue
+		}
+		row := matrixRows[rt.pattern]
+		method, _, _ := strings.Cut(rt.pattern, " ")
+		for _, token := range []string{"", "wrong", f.creds["admin"].csrf} {
+			t.Run(fmt.Sprintf("%s/%q", rt.pattern, token), func(t *testing.T) {
+				body := ""
+				if row.body != nil {
+					body = row.body(f)
+				}
+				r := f.request(f.creds["owner"], method, row.path(f), body)
+				r.Header.Set(csrfHeader, token)
+				w := f.serve(r)
+				if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), csrfHeader) {
+					t.Errorf("%s without the right CSRF token = %d %s, want 403 naming %s", rt.pattern, w.Code, w.Body, csrfHeader)
+				}
+			})
+		}
+	}
+	// A foreign Origin is refused even with the token.
+	r := f.request(f.creds["owner"], "POST", "/v1/workspaces", `{"name":"x"}`)
+	r.Header.Set("Origin", "http://evil.test")
+	if w := f.serve(r); w.Code != http.StatusForbidden {
+		t.Errorf("POST from a foreign origin = %d %s, want 403", w.Code, w.Body)
+	}
+}

@@ -1,0 +1,177 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+type createMemberRequest struct {
+	Email      string   `json:"email"`
+	Password   string   `json:"password"`
+	Role       Role     `json:"role"`
+	Workspaces []string `json:"workspaces"`
+}
+
+type updateMemberRequest struct {
+	Role       *Role     `json:"role"`
+	Workspaces *[]string `json:"workspaces"`
+}
+
+func (g *Gateway) handleMembers(c *call) error {
+	recs, err := listRecords[accountRecord](c.ctx, g.store, kindAccount, "")
+	if err != nil {
+		return err
+	}
+	out := make([]Account, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, r.Value.public())
+	}
+	slices.SortFunc(out, func(a, b Account) int { return strings.Compare(a.Email, b.Email) })
+	return c.json(http.StatusOK, out)
+}
+
+// checkGrant checks that the caller may give (or take) role: admins and
+// owners are made and unmade by owners only, and owners act everywhere.
+func checkGrant(p *principal, role Role, workspaces []string) error {
+	if role == RoleNone {
+		return badRequest("field \"role\" is required: viewer, editor, admin or owner")
+	}
+	if role >= RoleAdmin && p.Role < RoleOwner {
+		return forbidden("only an owner may grant or take the %s role", role)
+	}
+	if role > p.Role {
+		return forbidden("cannot grant %s: more than your own role %s", role, p.Role)
+	}
+	if role == RoleOwner && len(workspaces) > 0 {
+		return badRequest("an owner cannot be limited to workspaces: leave \"workspaces\" empty")
+	}
+	return nil
+}
+
+func (g *Gateway) handleCreateMember(c *call) error {
+	var req createMemberRequest
+	if err := c.decode(&req); err != nil {
+		return err
+	}
+	if err := checkEmail(req.Email); err != nil {
+		return badRequest("field \"email\": %v", err)
+	}
+	if len(req.Password) < minPassword || len(req.Password) > 1024 {
+		return badRequest("field \"password\": want %d to 1024 characters", minPassword)
+	}
+	if err := checkGrant(c.p, req.Role, req.Workspaces); err != nil {
+		return err
+	}
+	if err := g.checkWorkspaceList(c, req.Workspaces); err != nil {
+		return err
+	}
+	email := normalizeEmail(req.Email)
+	a := accountRecord{ID: accountID(email), Email: email, Role: req.Role, Workspaces: req.Workspaces,
+		PasswordHash: hashPassword(req.Password), CreatedAt: g.now()}
+	c.target = a.ID
+	if _, err := putRecord(c.ctx, g.store, kindAccount, a.ID, 0, &a); err != nil {
+		if IsConflict(err) {
+			return conflict("a member with email %s exists already", email)
+		}
+		return err
+	}
+	return c.json(http.StatusCreated, a.public())
+}
+
+// getAccount reads member id (checked), or answers 404.
+func (g *Gateway) getAccount(c *call, id string) (accountRecord, uint64, error) {
+	var a accountRecord
+	if !validID(id, prefixAccount) {
+		return a, 0, badRequest("member id %q: want acct- and letters or digits", id)
+	}
+	c.target = id
+	v, err := getRecord(c.ctx, g.store, kindAccount, id, &a)
+	if IsNotFound(err) {
+		return a, 0, notFound("no member %s", id)
+	}
+	return a, v, err
+}
+
+// ownerCount counts the owners.
+func (g *Gateway) ownerCount(c *call) (int, error) {
+	recs, err := listRecords[accountRecord](c.ctx, g.store, kindAccount, "")
+	n := 0
+	for _, r := range recs {
+		if r.Value.Role == RoleOwner {
+			n++
+		}
+	}
+	return n, err
+}
+
+func (g *Gateway) handleUpdateMember(c *call) error {
+	a, version, err := g.getAccount(c, c.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var req updateMemberRequest
+	if err := c.decode(&req); err != nil {
+		return err
+	}
+	if req.Role == nil && req.Workspaces == nil {
+		return badRequest("nothing to change: send \"role\" and/or \"workspaces\"")
+	}
+	role, workspaces := a.Role, a.Workspaces
+	if req.Role != nil {
+		role = *req.Role
+	}
+	if req.Workspaces != nil {
+		workspaces = *req.Workspaces
+	}
+	// Both the old and the new role must be the caller's to give.
+	if err := checkGrant(c.p, a.Role, nil); err != nil {
+		return err
+	}
+	if err := checkGrant(c.p, role, workspaces); err != nil {
+		return err
+	}
+	if err := g.checkWorkspaceList(c, workspaces); err != nil {
+		return err
+	}
+	if a.Role == RoleOwner && role != RoleOwner {
+		if n, err := g.ownerCount(c); err != nil {
+			return err
+		} else if n <= 1 {
+			return conflict("%s is the last owner: make another owner first", a.Email)
+		}
+	}
+	a.Role, a.Workspaces = role, workspaces
+	if _, err := putRecord(c.ctx, g.store, kindAccount, a.ID, version, &a); err != nil {
+		if IsConflict(err) {
+			return conflict("member %s changed meanwhile: read it again and retry", a.ID)
+		}
+		return err
+	}
+	return c.json(http.StatusOK, a.public())
+}
+
+func (g *Gateway) handleDeleteMember(c *call) error {
+	a, version, err := g.getAccount(c, c.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := checkGrant(c.p, a.Role, nil); err != nil {
+		return err
+	}
+	if a.Role == RoleOwner {
+		if n, err := g.ownerCount(c); err != nil {
+			return err
+		} else if n <= 1 {
+			return conflict("%s is the last owner: make another owner first", a.Email)
+		}
+	}
+	if err := g.store.DeleteRecord(c.ctx, kindAccount, a.ID, version); err != nil {
+		if IsConflict(err) || IsNotFound(err) {
+			return conflict("member %s changed meanwhile: read it again and retry", a.ID)
+		}
+		return err
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}

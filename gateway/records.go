@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// The documents the gateway keeps in the record store, one type per kind.
+// Secrets are never stored: passwords as argon2id hashes, key secrets and
+// sign-in tokens as SHA-256 digests.
+
+// accountRecord is a person (kind "account", id accountID(email)).
+type accountRecord struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+	Role  Role   `json:"role"`
+	// Workspaces limits the member to these workspaces; empty is all.
+	Workspaces   []string  `json:"workspaces,omitempty"`
+	PasswordHash string    `json:"password_hash"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// keyRecord is an API key (kind "key", id "key-...").
+type keyRecord struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	Role       Role     `json:"role"`
+	Workspaces []string `json:"workspaces,omitempty"`
+	// SecretHash is the hex SHA-256 of the key's secret part.
+	SecretHash string    `json:"secret_hash"`
+	CreatedBy  string    `json:"created_by"`
+	CreatedAt  time.Time `json:"created_at"`
+	LastUsedAt time.Time `json:"last_used_at,omitzero"`
+}
+
+// signinRecord is a person's sign-in session (kind "signin", id the hex
+// SHA-256 of the cookie's token).
+type signinRecord struct {
+	Account   string    `json:"account"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// bootstrapRecord marks who creates the first owner (kind "bootstrap", id
+// "owner"): the gateway whose create wins.
+type bootstrapRecord struct {
+	Account   string    `json:"account"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// runRecord is a run (kind "run", id "run-..."): its steps and how far
+// the Driver got. The scheduler's step records hold the rest.
+type runRecord struct {
+	ID        string          `json:"id"`
+	Workspace string          `json:"workspace"`
+	Session   string          `json:"session,omitempty"`
+	State     string          `json:"state"`
+	CreatedBy Actor           `json:"created_by"`
+	CreatedAt time.Time       `json:"created_at"`
+	EndedAt   time.Time       `json:"ended_at,omitzero"`
+	Steps     []runStepRecord `json:"steps"`
+	Errors    []string        `json:"errors,omitempty"`
+	Cancel    *api.Cancel     `json:"cancel,omitempty"`
+	// CancelStep is the step that was live when the run was cancelled:
+	// the run's cancel is confirmed when that step's is.
+	CancelStep string `json:"cancel_step,omitempty"`
+}
+
+// liveRecord marks a run the Driver has work on (kind "run_live", id the
+// run's): created before the run, deleted once the run is settled, so a
+// pass reads only these and not every run ever made.
+type liveRecord struct {
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Run states.
+const (
+	runRunning   = "running"
+	runSucceeded = "succeeded"
+	runFailed    = "failed"
+	runCancelled = "cancelled"
+)
+
+// runStepRecord is one step of a run.
+type runStepRecord struct {
+	ID    string          `json:"id"`
+	Index int             `json:"index"`
+	Spec  api.StepRequest `json:"spec"`
+	// Status is pending (not submitted yet), submitted, ended (the
+	// scheduler's record is terminal and the run moved on) or skipped
+	// (cancelled without running).
+	Status string `json:"status"`
+}
+
+// Run step statuses.
+const (
+	stepPending   = "pending"
+	stepSubmitted = "submitted"
+	stepEnded     = "ended"
+	stepSkipped   = "skipped"
+)
+
+// settled reports whether the run is over and its cancel, if any, settled:
+// nothing is left for the Driver to do.
+func (r *runRecord) settled() bool {
+	return r.State != runRunning && (r.Cancel == nil || !r.Cancel.ConfirmedAt.IsZero() || r.Cancel.Unverified != "")
+}

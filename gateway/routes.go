@@ -1,0 +1,252 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// route is one API route and what it takes.
+type route struct {
+	// pattern is the ServeMux pattern ("POST /v1/runs").
+	pattern string
+	// least is the least role that may call it; RoleNone needs no
+	// credential (sign-in).
+	least Role
+	// person refuses API keys: the route acts as a person (sign-out,
+	// members, keys).
+	person bool
+	// org asks for a credential not limited to some workspaces: the route
+	// acts on the whole organisation (members, keys, audit, new
+	// workspaces).
+	org bool
+	// action names the route in the audit log ("run.create").
+	action string
+	handle func(c *call) error
+}
+
+// write reports whether the route changes something (and is audited).
+func (rt route) write() bool { return !strings.HasPrefix(rt.pattern, "GET ") }
+
+// routeTable is every API route (docs/GATEWAY.md, "Routes"). The
+// authorization matrix test walks this table, so a route added here is
+// tested for every credential.
+func (g *Gateway) routeTable() []route {
+	return []route{
+		{pattern: "POST /v1/auth/signin", least: RoleNone, action: "auth.signin", handle: g.handleSignin},
+		{pattern: "POST /v1/auth/signout", least: RoleViewer, person: true, action: "auth.signout", handle: g.handleSignout},
+		{pattern: "GET /v1/me", least: RoleViewer, handle: g.handleMe},
+
+		{pattern: "GET /v1/workspaces", least: RoleViewer, handle: g.handleWorkspaces},
+		{pattern: "POST /v1/workspaces", least: RoleAdmin, org: true, action: "workspace.create", handle: g.handleCreateWorkspace},
+
+		{pattern: "GET /v1/members", least: RoleAdmin, person: true, org: true, handle: g.handleMembers},
+		{pattern: "POST /v1/members", least: RoleAdmin, person: true, org: true, action: "member.create", handle: g.handleCreateMember},
+		{pattern: "PATCH /v1/members/{id}", least: RoleAdmin, person: true, org: true, action: "member.update", handle: g.handleUpdateMember},
+		{pattern: "DELETE /v1/members/{id}", least: RoleAdmin, person: true, org: true, action: "member.delete", handle: g.handleDeleteMember},
+
+		{pattern: "GET /v1/keys", least: RoleAdmin, person: true, org: true, handle: g.handleKeys},
+		{pattern: "POST /v1/keys", least: RoleAdmin, person: true, org: true, action: "key.create", handle: g.handleCreateKey},
+		{pattern: "DELETE /v1/keys/{id}", least: RoleAdmin, person: true, org: true, action: "key.delete", handle: g.handleDeleteKey},
+
+		{pattern: "POST /v1/sessions", least: RoleEditor, action: "session.create", handle: g.handleCreateSession},
+		{pattern: "GET /v1/sessions", least: RoleViewer, handle: g.handleSessions},
+
+		{pattern: "POST /v1/runs", least: RoleEditor, action: "run.create", handle: g.handleCreateRun},
+		{pattern: "GET /v1/runs", least: RoleViewer, handle: g.handleRuns},
+		{pattern: "GET /v1/runs/{id}", least: RoleViewer, handle: g.handleRun},
+		{pattern: "POST /v1/runs/{id}/cancel", least: RoleEditor, action: "run.cancel", handle: g.handleCancelRun},
+		{pattern: "GET /v1/steps/{id}", least: RoleViewer, handle: g.handleStep},
+		{pattern: "GET /v1/steps/{id}/stream", least: RoleViewer, handle: g.handleStream},
+
+		{pattern: "GET /v1/audit", least: RoleAdmin, org: true, handle: g.handleAudit},
+	}
+}
+
+// buildHandler mounts the routes, /healthz, /metrics and the page.
+func (g *Gateway) buildHandler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range g.routes {
+		mux.Handle(rt.pattern, g.serveRoute(rt))
+	}
+	mux.HandleFunc("GET /healthz", g.handleHealth)
+	mux.Handle("GET /metrics", g.metrics.handler())
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
+	mux.Handle("/", g.pageHandler())
+	return securityHeaders(g.metrics.instrument(mux))
+}
+
+// call is one API request on its way through a route.
+type call struct {
+	w   http.ResponseWriter
+	r   *http.Request
+	ctx context.Context
+	// p is the caller; nil before authentication and on sign-in.
+	p *principal
+	// target is what the call acted on, for the audit log.
+	target string
+	// who, role and cred override the audit's caller (sign-in sets them).
+	auditWho, auditRole string
+	auditCred           *credentialRef
+}
+
+// json writes v as the answer.
+func (c *call) json(status int, v any) error {
+	writeJSON(c.w, status, v)
+	return nil
+}
+
+// decode decodes the request body strictly into v.
+func (c *call) decode(v any) error { return decodeBody(c.w, c.r, v, false) }
+
+// serveRoute is the one middleware of every API route: it authenticates
+// the caller, checks the route's role, person and organisation rules and
+// the CSRF token, runs the handler, writes its error, and appends the
+// audit entry of every write.
+func (g *Gateway) serveRoute(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := &call{w: w, r: r, ctx: r.Context()}
+		err := g.authorize(c, rt)
+		if err == nil {
+			err = rt.handle(c)
+		}
+		result := "ok"
+		if err != nil {
+			he, internal := asHTTPError(err)
+			if internal {
+				g.log.Error("request failed", "route", rt.pattern, "path", r.URL.Path, "error", err)
+			}
+			writeError(w, he)
+			result = he.code
+		}
+		// A write by an unknown caller is not audited (anyone could fill
+		// the log), but for sign-in attempts, which are rate limited.
+		if rt.write() && (c.p != nil || rt.least == RoleNone) {
+			g.audit(c, rt.action, result)
+		}
+	})
+}
+
+// authorize sets c.p and checks that it may call rt.
+func (g *Gateway) authorize(c *call, rt route) error {
+	if rt.least == RoleNone {
+		return nil
+	}
+	p, err := g.authenticate(c.ctx, c.r)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return unauthorized("no credential: sign in (cookie %s) or send Authorization: Bearer rk_<id>_<secret>", cookieName)
+	}
+	c.p = p
+	if p.cookie {
+		// A browser sends Origin with every cross-site request: refuse any
+		// not from the site; a websocket must send it.
+		origin := c.r.Header.Get("Origin")
+		if origin != "" && origin != g.cfg.Site || origin == "" && isWebsocket(c.r) {
+			return forbidden("origin %q is not this gateway's site %s", origin, g.cfg.Site)
+		}
+		if rt.write() && !p.checkCSRF(c.r.Header.Get(csrfHeader)) {
+			return forbidden("missing or wrong %s header: send the csrf_token of GET /v1/me with every write", csrfHeader)
+		}
+	}
+	switch {
+	case rt.person && p.key != nil:
+		return forbidden("API keys cannot %s: sign in as a person", rt.pattern)
+	case p.Role < rt.least:
+		return forbidden("%s needs the %s role; %s %s has %s", rt.pattern, rt.least, p.actor.Kind, p.actor.ID, p.Role)
+	case rt.org && len(p.Workspaces) > 0:
+		return forbidden("%s acts on every workspace; %s %s is limited to %s", rt.pattern, p.actor.Kind, p.actor.ID, strings.Join(p.Workspaces, ", "))
+	}
+	return nil
+}
+
+func isWebsocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// auditEntry is the gateway's audit document (api.AuditEntry.Entry); the
+// scheduler adds the time and sequence number.
+type auditEntry struct {
+	// Who is the account or key id; empty for a failed sign-in of an
+	// unknown email.
+	Who        string         `json:"who"`
+	Role       string         `json:"role,omitempty"`
+	Credential *credentialRef `json:"credential,omitempty"`
+	Action     string         `json:"action"`
+	Target     string         `json:"target,omitempty"`
+	// Result is "ok" or the error code answered.
+	Result string `json:"result"`
+	Client string `json:"client"`
+}
+
+// credentialRef names a credential, never its secret: kind is password,
+// session or key; id the sign-in session's id (a prefix of its digest) or
+// the key's id.
+type credentialRef struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id,omitempty"`
+}
+
+// audit appends the audit entry of c. A failure cannot undo the write: it
+// is logged and counted.
+func (g *Gateway) audit(c *call, action, result string) {
+	e := auditEntry{Action: action, Target: c.target, Result: result, Client: clientAddr(c.r).String()}
+	if c.p != nil {
+		e.Who, e.Role, e.Credential = c.p.actor.ID, c.p.Role.String(), &c.p.cred
+	}
+	if c.auditWho != "" || c.auditCred != nil {
+		e.Who, e.Role, e.Credential = c.auditWho, c.auditRole, c.auditCred
+	}
+	b, _ := json.Marshal(e)
+	// The write is done even when the client went away: audit it anyway.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), auditTimeout)
+	defer cancel()
+	if _, err := g.store.AppendAudit(ctx, b); err != nil {
+		g.metrics.auditFailures.Inc()
+		g.log.Error("append audit entry", "action", action, "who", e.Who, "target", e.Target, "result", result, "error", err)
+	}
+}
+
+// clientAddr is the address the request came from (the peer: the gateway
+// trusts no forwarding header).
+func clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// noRoute answers an API request no pattern matched: 405 with Allow when
+// the path exists for other methods, else 404.
+func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && !strings.HasSuffix(pattern, "/") {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: api.CodeMethodNotAllowed,
+			msg: fmt.Sprintf("%s %s: method not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+		return
+	}
+	writeError(w, notFound("no route %s %s: see docs/GATEWAY.md", r.Method, r.URL.Path).(*httpError))
+}
+
+func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,352 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// Limits of a run request.
+const (
+	maxSteps      = 20
+	maxArgs       = 256
+	maxEnv        = 128
+	maxRunRecord  = 200 << 10
+	defaultCPU    = 1.0
+	defaultMemory = 512 << 20
+	maxTimeout    = 24 * time.Hour
+)
+
+// images are the step images a run may ask for.
+var images = []string{"base", "python"}
+
+type runRequest struct {
+	Workspace string     `json:"workspace"`
+	Session   string     `json:"session"`
+	Steps     []StepSpec `json:"steps"`
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// stepRequest checks spec (step i of a run) and returns the scheduler's
+// request for it, without id and workspace.
+func stepRequest(i int, spec StepSpec) (api.StepRequest, error) {
+	field := func(name string) string { return fmt.Sprintf("steps[%d].%s", i, name) }
+	req := api.StepRequest{Image: spec.Image, Args: spec.Args, Env: spec.Env, CPU: spec.CPU,
+		Timeout: spec.Timeout, NoInternet: spec.NoInternet, TTY: spec.TTY}
+	if req.Image == "" {
+		req.Image = "base"
+	}
+	if !slices.Contains(images, req.Image) {
+		return req, badRequest("field %q: image %q: want %s", field("image"), spec.Image, strings.Join(images, " or "))
+	}
+	if len(spec.Args) == 0 || spec.Args[0] == "" {
+		return req, badRequest("field %q: want the command and its arguments, such as [\"python\", \"analyse.py\"]", field("args"))
+	}
+	if len(spec.Args) > maxArgs {
+		return req, badRequest("field %q: %d arguments, at most %d", field("args"), len(spec.Args), maxArgs)
+	}
+	for j, a := range spec.Args {
+		if !utf8.ValidString(a) || strings.ContainsRune(a, 0) {
+			return req, badRequest("field \"%s[%d]\": want UTF-8 text without NUL", field("args"), j)
+		}
+	}
+	if len(spec.Env) > maxEnv {
+		return req, badRequest("field %q: %d entries, at most %d", field("env"), len(spec.Env), maxEnv)
+	}
+	for j, e := range spec.Env {
+		name, _, ok := strings.Cut(e, "=")
+		if !ok || !envNameRE.MatchString(name) || strings.ContainsRune(e, 0) {
+			return req, badRequest("field \"%s[%d]\": %q: want NAME=VALUE with NAME of letters, digits and _", field("env"), j, e)
+		}
+	}
+	switch {
+	case spec.CPU == 0:
+		req.CPU = defaultCPU
+	case spec.CPU < 0.01 || spec.CPU > 64:
+		return req, badRequest("field %q: %v: want 0.01 to 64 cores", field("cpu"), spec.CPU)
+	}
+	req.MemoryBytes = defaultMemory
+	if spec.Memory != "" {
+		n, err := parseSize(spec.Memory)
+		if err != nil {
+			return req, badRequest("field %q: %v", field("memory"), err)
+		}
+		if n < 16<<20 || n > 256<<30 {
+			return req, badRequest("field %q: %s: want 16Mi to 256Gi", field("memory"), spec.Memory)
+		}
+		req.MemoryBytes = n
+	}
+	if t := time.Duration(spec.Timeout); t < 0 || t > maxTimeout {
+		return req, badRequest("field %q: %v: want 0 (none) to %v", field("timeout"), t, maxTimeout)
+	}
+	return req, nil
+}
+
+// parseSize parses a memory size: bytes, or a number with K, M, G (powers
+// of 1000) or Ki, Mi, Gi (powers of 1024).
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}}
+	num, mult := s, int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, mult = n, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q: want a size such as 512Mi or 2Gi", s)
+	}
+	return n * mult, nil
+}
+
+func (g *Gateway) handleCreateRun(c *call) error {
+	var req runRequest
+	if err := c.decode(&req); err != nil {
+		return err
+	}
+	if err := g.checkWorkspace(c, "field \"workspace\"", req.Workspace); err != nil {
+		return err
+	}
+	if req.Session != "" {
+		if !validID(req.Session, prefixSession) {
+			return badRequest("field \"session\" %q: want a session id such as sess-%s", req.Session, strings.Repeat("a", idLen))
+		}
+		var s Session
+		if _, err := getRecord(c.ctx, g.store, kindSession, req.Session, &s); err != nil || s.Workspace != req.Workspace {
+			if err == nil || IsNotFound(err) {
+				return notFound("no session %s in workspace %s", req.Session, req.Workspace)
+			}
+			return err
+		}
+	}
+	if len(req.Steps) == 0 || len(req.Steps) > maxSteps {
+		return badRequest("field \"steps\": want 1 to %d steps, got %d", maxSteps, len(req.Steps))
+	}
+	now := g.now()
+	run := runRecord{ID: newID(prefixRun), Workspace: req.Workspace, Session: req.Session, State: runRunning,
+		CreatedBy: c.p.actor, CreatedAt: now}
+	for i, spec := range req.Steps {
+		sr, err := stepRequest(i, spec)
+		if err != nil {
+			return err
+		}
+		run.Steps = append(run.Steps, runStepRecord{ID: stepID(run.ID, i), Index: i, Spec: sr, Status: stepPending})
+	}
+	if b, _ := json.Marshal(run); len(b) > maxRunRecord {
+		return badRequest("run too large: %d bytes of steps, at most %d: pass data through the workspace, not arguments", len(b), maxRunRecord)
+	}
+	c.target = run.ID
+	// The marker first: a run without one would never be driven.
+	if _, err := putRecord(c.ctx, g.store, kindRunLive, run.ID, 0, &liveRecord{CreatedAt: now}); err != nil {
+		return err
+	}
+	if _, err := putRecord(c.ctx, g.store, kindRun, run.ID, 0, &run); err != nil {
+		return err
+	}
+	// Submit the first step now rather than at the next pass; a failure
+	// here is the Driver's to retry.
+	if adv, err := g.driver.advance(c.ctx, run.ID); err == nil {
+		run = adv
+	} else {
+		g.log.Warn("advance new run", "run_id", run.ID, "error", err)
+	}
+	g.driver.Wake()
+	return c.json(http.StatusCreated, g.operation(c, &run))
+}
+
+// getRun reads run id for the caller: 404 when it does not exist or is in
+// a workspace the caller is not in (the answer does not tell which).
+func (g *Gateway) getRun(c *call, id string) (runRecord, uint64, error) {
+	var run runRecord
+	if !validID(id, prefixRun) {
+		return run, 0, badRequest("run id %q: want run- and letters or digits, such as run-%s", id, strings.Repeat("a", idLen))
+	}
+	c.target = id
+	version, err := getRecord(c.ctx, g.store, kindRun, id, &run)
+	if IsNotFound(err) || err == nil && !c.p.canSee(run.Workspace) {
+		return run, 0, notFound("no run %s", id)
+	}
+	return run, version, err
+}
+
+func (g *Gateway) handleRun(c *call) error {
+	run, _, err := g.getRun(c, c.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return c.json(http.StatusOK, g.operation(c, &run))
+}
+
+func (g *Gateway) handleRuns(c *call) error {
+	q := c.r.URL.Query()
+	ws, state, session := q.Get("workspace"), q.Get("state"), q.Get("session")
+	if ws != "" {
+		if err := g.checkWorkspace(c, "query parameter workspace", ws); err != nil {
+			return err
+		}
+	}
+	if state != "" && !slices.Contains([]string{runRunning, runSucceeded, runFailed, runCancelled}, state) {
+		return badRequest("query parameter state %q: want running, succeeded, failed or cancelled", state)
+	}
+	if session != "" && !validID(session, prefixSession) {
+		return badRequest("query parameter session %q: want a session id", session)
+	}
+	recs, err := listRecords[runRecord](c.ctx, g.store, kindRun, "")
+	if err != nil {
+		return err
+	}
+	out := []Operation{}
+	for _, r := range recs {
+		run := r.Value
+		if !c.p.canSee(run.Workspace) || ws != "" && run.Workspace != ws ||
+			state != "" && run.State != state || session != "" && run.Session != session {
+			continue
+		}
+		out = append(out, g.operation(c, &run))
+	}
+	slices.SortFunc(out, func(a, b Operation) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return c.json(http.StatusOK, out)
+}
+
+func (g *Gateway) handleCancelRun(c *call) error {
+	id := c.r.PathValue("id")
+	for range casTries {
+		run, version, err := g.getRun(c, id)
+		if err != nil {
+			return err
+		}
+		if run.Cancel != nil {
+			break // a repeated cancel is a no-op
+		}
+		if run.State != runRunning {
+			return conflict("run %s ended already (%s)", id, run.State)
+		}
+		run.Cancel = &api.Cancel{RequestedAt: g.now()}
+		if _, err := putRecord(c.ctx, g.store, kindRun, id, version, &run); err != nil {
+			if IsConflict(err) {
+				continue
+			}
+			return err
+		}
+		break
+	}
+	// Cancel the live step now; the Driver retries what fails.
+	run, err := g.driver.advance(c.ctx, id)
+	if err != nil {
+		g.log.Warn("advance cancelled run", "run_id", id, "error", err)
+		if run, _, err = g.getRun(c, id); err != nil {
+			return err
+		}
+	}
+	g.driver.Wake()
+	return c.json(http.StatusOK, g.operation(c, &run))
+}
+
+// operation is run as the API shows it, with each submitted step as the
+// scheduler has it now.
+func (g *Gateway) operation(c *call, run *runRecord) Operation {
+	op := Operation{ID: run.ID, Workspace: run.Workspace, Session: run.Session, State: run.State,
+		CreatedBy: run.CreatedBy, CreatedAt: run.CreatedAt, EndedAt: run.EndedAt,
+		Steps: make([]RunStep, 0, len(run.Steps)), Errors: orEmpty(run.Errors)}
+	if run.Cancel != nil {
+		cc := *run.Cancel
+		op.Cancel = &cc
+	}
+	for _, rs := range run.Steps {
+		view, err := g.stepView(c, rs)
+		if err != nil {
+			op.Errors = append(op.Errors, fmt.Sprintf("step %d: the scheduler did not answer; its state is not shown", rs.Index))
+		}
+		op.Steps = append(op.Steps, view)
+		// The run's cancel is confirmed when its step's is, even before
+		// the Driver recorded it.
+		if op.Cancel != nil && rs.ID == run.CancelStep && view.Cancel != nil &&
+			op.Cancel.ConfirmedAt.IsZero() && op.Cancel.Unverified == "" {
+			op.Cancel.ConfirmedAt, op.Cancel.Unverified = view.Cancel.ConfirmedAt, view.Cancel.Unverified
+		}
+	}
+	return op
+}
+
+// stepView reads step rs from the scheduler (when submitted) and returns
+// its view.
+func (g *Gateway) stepView(c *call, rs runStepRecord) (RunStep, error) {
+	if rs.Status != stepSubmitted && rs.Status != stepEnded {
+		return runStepView(rs, nil), nil
+	}
+	st, err := g.steps.Step(c.ctx, rs.ID)
+	if err != nil {
+		v := runStepView(rs, nil)
+		v.State = "unknown"
+		if !IsNotFound(err) {
+			g.log.Warn("read step", "step_id", rs.ID, "error", err)
+		}
+		return v, err
+	}
+	return runStepView(rs, &st, g.nodes.known(c.ctx, st.Node)...), nil
+}
+
+// getStep finds step id's run for the caller (404 across workspaces).
+func (g *Gateway) getStep(c *call, id string) (runRecord, runStepRecord, error) {
+	runID, index, err := parseStepID(id)
+	if err != nil {
+		return runRecord{}, runStepRecord{}, badRequest("%v", err)
+	}
+	run, _, err := g.getRun(c, runID)
+	c.target = id
+	if he, ok := err.(*httpError); ok && he.code == api.CodeNotFound || err == nil && index >= len(run.Steps) {
+		return run, runStepRecord{}, notFound("no step %s", id)
+	}
+	if err != nil {
+		return run, runStepRecord{}, err
+	}
+	return run, run.Steps[index], nil
+}
+
+func (g *Gateway) handleStep(c *call) error {
+	_, rs, err := g.getStep(c, c.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	view, err := g.stepView(c, rs)
+	if err != nil && !IsNotFound(err) {
+		return err
+	}
+	return c.json(http.StatusOK, view)
+}
+
+func (g *Gateway) handleStream(c *call) error {
+	_, rs, err := g.getStep(c, c.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var from uint64
+	if s := c.r.URL.Query().Get("from"); s != "" {
+		if from, err = strconv.ParseUint(s, 10, 64); err != nil {
+			return badRequest("query parameter from %q: want the seq of the last frame received", s)
+		}
+	}
+	if rs.Status != stepSubmitted && rs.Status != stepEnded {
+		return conflict("step %s has not started (%s): its stream opens once it is submitted", rs.ID, runStepView(rs, nil).State)
+	}
+	if g.cfg.Stream == nil {
+		return &httpError{status: http.StatusNotImplemented, code: "not_implemented",
+			msg: "this gateway has no stream relay; read the step with GET /v1/steps/{id}"}
+	}
+	interactive := rs.Spec.TTY && c.p.Role >= RoleEditor
+	g.cfg.Stream.ServeStep(c.w, c.r, rs.ID, from, interactive)
+	return nil
+}

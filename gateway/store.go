@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/scheduler/client"
+)
+
+// Store is the scheduler's replicated record store and audit log, as the
+// gateway uses it. *client.Client implements it. Records change only by
+// compare-and-set: PutRecord with version 0 creates (conflict if the
+// record exists), with version v replaces version v (conflict otherwise).
+//
+// Errors: a missing record is an error for which IsNotFound is true, a lost
+// compare-and-set one for which IsConflict is true (a *client.Error with
+// code not_found or conflict, as the scheduler answers).
+type Store interface {
+	GetRecord(ctx context.Context, kind, id string) (api.Record, error)
+	ListRecords(ctx context.Context, kind, prefix string) ([]api.Record, error)
+	PutRecord(ctx context.Context, kind, id string, version uint64, value json.RawMessage) (api.Record, error)
+	DeleteRecord(ctx context.Context, kind, id string, version uint64) error
+	AppendAudit(ctx context.Context, entry json.RawMessage) (api.AuditEntry, error)
+	Audit(ctx context.Context, after uint64, limit int) ([]api.AuditEntry, error)
+}
+
+// Steps is the scheduler's step API, as the gateway uses it. *client.Client
+// implements it.
+type Steps interface {
+	SubmitStep(ctx context.Context, req api.StepRequest) (api.Step, error)
+	Step(ctx context.Context, id string) (api.Step, error)
+	CancelStep(ctx context.Context, id, reason string) (api.Step, error)
+	WaitStep(ctx context.Context, id string, index uint64, wait time.Duration) (api.Step, error)
+	StreamURL(ctx context.Context, id string) (string, error)
+}
+
+// IsNotFound reports whether err is the scheduler's not_found answer.
+func IsNotFound(err error) bool { return client.IsCode(err, api.CodeNotFound) }
+
+// IsConflict reports whether err is the scheduler's conflict answer: a
+// record that exists already, a stale version, a step already submitted
+// or already ended.
+func IsConflict(err error) bool { return client.IsCode(err, api.CodeConflict) }
+
+// Record kinds of the gateway's state. Values are the JSON documents of
+// the types in records.go.
+const (
+	kindAccount   = "account"
+	kindKey       = "key"
+	kindSignin    = "signin"
+	kindWorkspace = "workspace"
+	kindSession   = "session"
+	kindRun       = "run"
+	kindRunLive   = "run_live"
+	kindBootstrap = "bootstrap"
+)
+
+// getRecord reads the record kind/id into v and returns its version.
+func getRecord(ctx context.Context, s Store, kind, id string, v any) (uint64, error) {
+	rec, err := s.GetRecord(ctx, kind, id)
+	if err != nil {
+		return 0, err
+	}
+	if err := json.Unmarshal(rec.Value, v); err != nil {
+		return 0, fmt.Errorf("decode %s record %s: %w", kind, id, err)
+	}
+	return rec.Version, nil
+}
+
+// putRecord writes v as the record kind/id replacing version (0 creates)
+// and returns the new version.
+func putRecord(ctx context.Context, s Store, kind, id string, version uint64, v any) (uint64, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("encode %s record %s: %w", kind, id, err)
+	}
+	rec, err := s.PutRecord(ctx, kind, id, version, b)
+	if err != nil {
+		return 0, err
+	}
+	return rec.Version, nil
+}
+
+// versioned is a decoded record with its version.
+type versioned[T any] struct {
+	ID      string
+	Version uint64
+	Value   T
+}
+
+// listRecords reads every record of kind whose id starts with prefix.
+func listRecords[T any](ctx context.Context, s Store, kind, prefix string) ([]versioned[T], error) {
+	recs, err := s.ListRecords(ctx, kind, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]versioned[T], 0, len(recs))
+	for _, rec := range recs {
+		var v T
+		if err := json.Unmarshal(rec.Value, &v); err != nil {
+			return nil, fmt.Errorf("decode %s record %s: %w", kind, rec.ID, err)
+		}
+		out = append(out, versioned[T]{ID: rec.ID, Version: rec.Version, Value: v})
+	}
+	return out, nil
+}
