@@ -21,6 +21,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(denyBPFLinkEnv) == "1" && len(os.Args) > 1 {
+		execDenyingBPFLink(os.Args[1:])
+	}
 	dir, err := os.MkdirTemp("", "rodon-e2e")
 	if err != nil {
 		panic(err)
@@ -125,6 +128,15 @@ type fleet struct {
 	// agentAddrs are the agents' --listen addresses, in agents' order.
 	agentAddrs []string
 	wsRoot     string
+	// nodeTTL is the schedulers' --node-ttl (default 4s).
+	nodeTTL time.Duration
+}
+
+func (f *fleet) ttl() string {
+	if f.nodeTTL == 0 {
+		return "4s"
+	}
+	return f.nodeTTL.String()
 }
 
 func (f *fleet) urls() string {
@@ -142,7 +154,7 @@ func startSchedulers(t *testing.T, f *fleet, n int) {
 		id := fmt.Sprintf("m%d", i+1)
 		httpAddr, raftAddr := freePort(t), freePort(t)
 		args := []string{bin + "/scheduler", "serve", "--node-id", id, "--data-dir", t.TempDir(),
-			"--raft-addr", raftAddr, "--http-addr", httpAddr, "--node-ttl", "4s"}
+			"--raft-addr", raftAddr, "--http-addr", httpAddr, "--node-ttl", f.ttl()}
 		if i == 0 {
 			args = append(args, "--bootstrap")
 		} else {
