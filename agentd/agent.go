@@ -111,6 +111,11 @@ func NewAgent(cfg AgentConfig, rt *Runtime, sched Scheduler, logs *logstore.Stor
 // sandboxes of running steps are left to containerd, and a restarted agent
 // finds them again.
 func (a *Agent) Run(ctx context.Context) error {
+	if n, err := a.rt.SweepLeases(ctx); err != nil {
+		a.logger.Warn("sweep create leases", "error", err)
+	} else if n > 0 {
+		a.logger.Info("released snapshots of sandboxes an earlier agent never finished creating", "leases", n)
+	}
 	if removed, err := a.rt.SweepNetworks(ctx); err != nil {
 		a.logger.Warn("sweep sandbox networks", "error", err)
 	} else if len(removed) > 0 {

@@ -2,6 +2,7 @@ package agentd
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
@@ -17,17 +18,24 @@ func (a *Agent) adoptOrphans(ctx context.Context) {
 		a.logger.Warn("look for sandboxes of an earlier agent", "error", err)
 		return
 	}
-	if len(orphans) == 0 {
-		return
-	}
 	wanted := map[cluster.StepAttempt]cluster.Step{}
-	if _, steps, err := a.sched.Assignments(ctx, a.cfg.Node, 0, 0); err == nil {
-		for _, st := range steps {
-			wanted[cluster.StepAttempt{Step: st.ID, Attempt: st.Attempts}] = st
+	var steps []cluster.Step
+	for {
+		_, steps, err = a.sched.Assignments(ctx, a.cfg.Node, 0, 0)
+		if err == nil {
+			break
 		}
-	} else {
-		a.logger.Warn("read assignments to adopt sandboxes", "error", err)
+		a.logger.Warn("read assignments to adopt sandboxes; retrying", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(a.cfg.Heartbeat):
+		}
 	}
+	for _, st := range steps {
+		wanted[cluster.StepAttempt{Step: st.ID, Attempt: st.Attempts}] = st
+	}
+	defer a.reportVanished(ctx, steps)
 	for _, o := range orphans {
 		sb := o.Sandbox
 		key := cluster.StepAttempt{Step: sb.Step().ID, Attempt: sb.Step().Attempt}
@@ -68,4 +76,36 @@ func joinReason(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// reportVanished ends the attempts an earlier agent of this node had
+// started (starting or running) that have no sandbox now: they are not run
+// again (at-most-once), and their record says why instead of staying
+// starting or running forever.
+func (a *Agent) reportVanished(ctx context.Context, assigned []cluster.Step) {
+	for _, st := range assigned {
+		if st.Node != a.cfg.Node || (st.State != cluster.StateStarting && st.State != cluster.StateRunning) {
+			continue
+		}
+		key := cluster.StepAttempt{Step: st.ID, Attempt: st.Attempts}
+		a.mu.Lock()
+		_, running := a.steps[st.ID]
+		if !running {
+			a.done[key] = true
+		}
+		a.mu.Unlock()
+		if running {
+			continue
+		}
+		rec := failedRecord(st.ID, fmt.Errorf("agentd restarted while the step was %s and its sandbox was gone; it is not run again (at most once)", st.State))
+		a.logger.Warn("an attempt started by an earlier agent has no sandbox; reporting it failed", "step", st.ID, "attempt", st.Attempts, "state", st.State)
+		r := newStepRun(a, st)
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			r.report(ctx, "exit", func(ctx context.Context) error {
+				return a.sched.StepExit(ctx, cluster.StepExit{Node: a.cfg.Node, Attempt: st.Attempts, Record: rec})
+			})
+		}()
+	}
 }

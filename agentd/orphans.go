@@ -7,8 +7,10 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/errdefs"
 
 	"github.com/rodon-compute/rodon/cluster"
@@ -99,3 +101,62 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 // Step returns what the sandbox knows of its step (from its labels, for an
 // orphan).
 func (s *Sandbox) Step() Step { return s.step }
+
+// createLeaseExpiry bounds how long the snapshot of a sandbox whose Create
+// never finished can outlive its agent if no later agent sweeps it.
+const createLeaseExpiry = time.Hour
+
+// createLease protects what Create makes (the sandbox's snapshot) until
+// its container holds it: containerd's garbage collector removes it once
+// the lease is gone, so an agent killed in between leaks nothing. The
+// lease carries the owner, for SweepLeases.
+func (r *Runtime) createLease(ctx context.Context) (context.Context, leases.Lease, error) {
+	l, err := r.client.LeasesService().Create(ctx,
+		leases.WithRandomID(),
+		leases.WithExpiration(createLeaseExpiry),
+		leases.WithLabels(map[string]string{LabelManaged: "true", LabelOwner: r.owner}))
+	if err != nil {
+		return ctx, l, fmt.Errorf("create lease: %w", err)
+	}
+	return leases.WithLease(ctx, l.ID), l, nil
+}
+
+// dropLease deletes a create lease; with sync, containerd also removes
+// what only the lease held before it returns.
+func (r *Runtime) dropLease(ctx context.Context, l leases.Lease, sync bool) error {
+	var opts []leases.DeleteOpt
+	if sync {
+		opts = append(opts, leases.SynchronousDelete)
+	}
+	if err := r.client.LeasesService().Delete(ctx, l, opts...); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("delete lease %s: %w", l.ID, err)
+	}
+	return nil
+}
+
+// SweepLeases deletes the create leases of agents that died, so that
+// containerd removes the snapshots of Creates they never finished. Leases
+// of live agents (sharing this containerd) are left alone. It returns the
+// number of leases deleted.
+func (r *Runtime) SweepLeases(ctx context.Context) (int, error) {
+	ctx = r.nsCtx(ctx)
+	ls := r.client.LeasesService()
+	all, err := ls.List(ctx, fmt.Sprintf("labels.%q==true", LabelManaged))
+	if err != nil {
+		return 0, fmt.Errorf("list leases: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, l := range all {
+		owner := l.Labels[LabelOwner]
+		if owner == r.owner || ownerAlive(owner) {
+			continue
+		}
+		if err := r.dropLease(ctx, l, true); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}

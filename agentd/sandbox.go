@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -148,7 +149,11 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	if sb.hasNet {
 		labels[LabelNetwork] = "egress"
 	}
-	c, err := r.client.NewContainer(ctx, id,
+	lctx, lease, err := r.createLease(ctx)
+	if err != nil {
+		return sb, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	c, err := r.client.NewContainer(lctx, id,
 		containerd.WithImage(img),
 		// A writable snapshot, though the spec makes the root read-only
 		// for the step: runsc's gofer creates mount points in it.
@@ -157,6 +162,11 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 		containerd.WithSpec(spec),
 		containerd.WithContainerLabels(labels),
 	)
+	// From here the container (if any) holds the snapshot; without one,
+	// dropping the lease removes the snapshot.
+	if derr := r.dropLease(context.WithoutCancel(ctx), lease, err != nil); derr != nil {
+		r.logger.Warn("drop create lease", "step", id, "error", derr)
+	}
 	if err != nil {
 		if errdefs.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create sandbox %s: a sandbox with this id exists already", id)
@@ -205,6 +215,14 @@ func (s *Sandbox) fifoDir() string { return filepath.Join(fifoDir(s.rt.cfg), s.I
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	ctx = s.rt.nsCtx(ctx)
 	var errs []error
+	if s.task != nil && s.neverStarted(ctx) {
+		// An agent died between creating the task and starting it. runsc
+		// refuses to signal a created sandbox and containerd to delete an
+		// unstopped task, so the pause is started, only to be killed.
+		if err := s.task.Start(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("start never-started sandbox to stop it: %w", err))
+		}
+	}
 	if s.task != nil {
 		errs = append(errs, s.stopPod(ctx, podExitGrace))
 		s.mu.Lock()
@@ -267,14 +285,17 @@ func (s *Sandbox) stopPod(ctx context.Context, grace time.Duration) error {
 		return nil
 	}
 	if grace > 0 && s.ctlDir != "" {
-		if err := os.WriteFile(filepath.Join(s.ctlDir, "exit"), nil, 0o644); err != nil {
+		// Without its control directory (removed by an earlier, failed
+		// Destroy) the pause cannot be asked; it is killed instead.
+		if err := os.WriteFile(filepath.Join(s.ctlDir, "exit"), nil, 0o644); err == nil {
+			select {
+			case <-s.podExit:
+				s.podDone = true
+				return nil
+			case <-time.After(grace):
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("tell pause to exit: %w", err)
-		}
-		select {
-		case <-s.podExit:
-			s.podDone = true
-			return nil
-		case <-time.After(grace):
 		}
 	}
 	if err := s.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
@@ -307,4 +328,11 @@ func waitIO(p containerd.Process, d time.Duration) bool {
 	case <-time.After(d):
 		return false
 	}
+}
+
+// neverStarted reports whether the sandbox's task was created and never
+// started.
+func (s *Sandbox) neverStarted(ctx context.Context) bool {
+	st, err := s.task.Status(ctx)
+	return err == nil && st.Status == containerd.Created
 }

@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"github.com/containerd/typeurl/v2"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/benchstat"
 )
 
 type config struct {
@@ -203,7 +203,7 @@ func run(c config) error {
 		}
 	}
 	toExit := func(s sample) time.Duration { return s.toExit }
-	ratio := float64(quantile(col(agentdS, toExit), .5)) / float64(quantile(col(ctrS, toExit), .5))
+	ratio := float64(benchstat.Quantile(col(agentdS, toExit), .5)) / float64(benchstat.Quantile(col(ctrS, toExit), .5))
 	if c.maxRatio > 0 && ratio > c.maxRatio {
 		return fmt.Errorf("create to exit record: agentd's median is %.2f times ctr's, over the limit of %.2f", ratio, c.maxRatio)
 	}
@@ -228,12 +228,6 @@ func readRecord(file string, r *cluster.ExitRecord) error {
 	return jsonUnmarshal(b, r)
 }
 
-func quantile(ds []time.Duration, q float64) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[int(q*float64(len(s)-1)+0.5)]
-}
-
 func col(ss []sample, f func(sample) time.Duration) []time.Duration {
 	var out []time.Duration
 	for _, s := range ss {
@@ -241,8 +235,6 @@ func col(ss []sample, f func(sample) time.Duration) []time.Duration {
 	}
 	return out
 }
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
 func render(n int, agentdS, ctrS []sample, phases [][5]time.Duration, wrongCtr int) string {
 	var b strings.Builder
@@ -259,8 +251,8 @@ func render(n int, agentdS, ctrS []sample, phases [][5]time.Duration, wrongCtr i
 	} {
 		a, c := col(agentdS, m.f), col(ctrS, m.f)
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | **%.2f** | %.2f |\n", m.name,
-			ms(quantile(c, .5)), ms(quantile(c, .95)), ms(quantile(a, .5)), ms(quantile(a, .95)),
-			float64(quantile(a, .5))/float64(quantile(c, .5)), float64(quantile(a, .95))/float64(quantile(c, .95)))
+			benchstat.MS(benchstat.Quantile(c, .5)), benchstat.MS(benchstat.Quantile(c, .95)), benchstat.MS(benchstat.Quantile(a, .5)), benchstat.MS(benchstat.Quantile(a, .95)),
+			float64(benchstat.Quantile(a, .5))/float64(benchstat.Quantile(c, .5)), float64(benchstat.Quantile(a, .95))/float64(benchstat.Quantile(c, .95)))
 	}
 	names := []string{"create (image, workspace copy, snapshot, pod start)", "exec set up (before its start)", "start to first byte (`echo hi`)",
 		"start to exit (runsc exec runs `true`)", "cleanup (pod stop, delete, workspace)"}
@@ -270,7 +262,7 @@ func render(n int, agentdS, ctrS []sample, phases [][5]time.Duration, wrongCtr i
 		for _, p := range phases {
 			c = append(c, p[i])
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, ms(quantile(c, .5)), ms(quantile(c, .95)))
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, benchstat.MS(benchstat.Quantile(c, .5)), benchstat.MS(benchstat.Quantile(c, .95)))
 	}
 	fmt.Fprintf(&b, "\nExit code of `true` misreported as 128: `ctr run --rm` %d of %d runs (gVisor's sandbox-init race, which agentd avoids by running the step as an exec in a pod), `agentd run` none (a wrong code fails the benchmark).\n", wrongCtr, n+1)
 	return b.String()

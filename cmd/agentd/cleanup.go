@@ -40,6 +40,10 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		}
 		fmt.Fprintf(stdout, "destroyed %s (step %s)\n", o.Sandbox.ID(), o.Sandbox.Step().ID)
 	}
+	if _, err := rt.SweepLeases(ctx); err != nil {
+		fmt.Fprintf(stderr, "agentd cleanup: %v\n", err)
+		failed++
+	}
 	if removed, err := rt.SweepNetworks(ctx); err != nil {
 		fmt.Fprintf(stderr, "agentd cleanup: sweep sandbox networks: %v\n", err)
 		failed++

@@ -23,15 +23,16 @@ import (
 // runFlags are the flags of `agentd run`.
 type runFlags struct {
 	runtimeFlags
-	image     string
-	cpu       float64
-	memory    string
-	pids      int64
-	timeout   time.Duration
-	workspace string
-	env       envFlag
-	id        string
-	record    string
+	image      string
+	cpu        float64
+	memory     string
+	pids       int64
+	timeout    time.Duration
+	workspace  string
+	env        envFlag
+	id         string
+	record     string
+	noInternet bool
 }
 
 func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -47,6 +48,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs.Var(&f.env, "env", "environment variable K=V (repeatable)")
 	fs.StringVar(&f.id, "id", "", "step id (default: random)")
 	fs.StringVar(&f.record, "record", "", "write the step's exit record as JSON to this file")
+	fs.BoolVar(&f.noInternet, "no-internet", false, "give the step no network but loopback")
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
 	}
@@ -91,12 +93,13 @@ func (f *runFlags) step(argv []string) (agentd.Step, error) {
 		id = "run-" + hex.EncodeToString(b[:])
 	}
 	st := agentd.Step{
-		ID:      cluster.StepID(id),
-		Image:   bundles.Ref(f.image),
-		Args:    argv,
-		Env:     f.env,
-		Timeout: f.timeout,
-		Limits:  oci.Limits{CPU: f.cpu, Pids: f.pids},
+		ID:         cluster.StepID(id),
+		Image:      bundles.Ref(f.image),
+		Args:       argv,
+		Env:        f.env,
+		Timeout:    f.timeout,
+		Limits:     oci.Limits{CPU: f.cpu, Pids: f.pids},
+		NoInternet: f.noInternet,
 	}
 	if f.memory != "" {
 		m, err := size.Parse(f.memory)
@@ -125,6 +128,9 @@ func (f *runFlags) step(argv []string) (agentd.Step, error) {
 func sweepOrphans(ctx context.Context, rt *agentd.Runtime, logger interface {
 	Warn(string, ...any)
 }) {
+	if _, err := rt.SweepLeases(ctx); err != nil {
+		logger.Warn("sweep create leases of dead agents", "error", err)
+	}
 	orphans, err := rt.Orphans(ctx)
 	if err != nil {
 		logger.Warn("look for orphaned sandboxes", "error", err)

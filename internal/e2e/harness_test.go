@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bin = dir
-	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/rodon-compute/rodon/cmd/scheduler", "github.com/rodon-compute/rodon/cmd/agentd", "github.com/rodon-compute/rodon/cmd/schedctl").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/rodon-compute/rodon/cmd/scheduler", "github.com/rodon-compute/rodon/cmd/agentd", "github.com/rodon-compute/rodon/cmd/schedctl", "github.com/rodon-compute/rodon/cmd/gateway").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build binaries: %v\n%s", err, out)
 		os.Exit(1)
