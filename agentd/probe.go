@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/netpolicy"
 	"github.com/rodon-compute/rodon/oci"
 )
 
@@ -21,7 +22,9 @@ var canaryLimits = oci.Limits{CPU: 0.5, MemoryBytes: 96 << 20, Pids: 64}
 // Probe checks that this node can enforce what Rodon promises: a canary
 // sandbox of image starts under the configured runtime, runs a command
 // with the right exit code, and its CPU, memory and pids limits are visible
-// in the host's cgroups. Any failure makes the node degraded, with a reason.
+// in the host's cgroups. With a Network, the canary gets its own network
+// and its egress filter must refuse and count a connect to a private
+// address. Any failure makes the node degraded, with a reason.
 func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
 	var reasons []string
 	id := fmt.Sprintf("canary-%d", time.Now().UnixNano())
@@ -37,13 +40,30 @@ func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
 		}
 	}()
 	reasons = append(reasons, sb.checkLimits(canaryLimits)...)
+	if sb.net != nil {
+		// The canary also proves the egress filter: a connect to its own
+		// gateway (a private address, denied; if the filter failed the
+		// packet would still stay on this machine) must be refused at once
+		// and counted.
+		sb.step.Args = []string{"timeout", "10", "bash", "-c",
+			fmt.Sprintf("exec 3<>/dev/tcp/%s/9 && exit 9; exit 3", sb.net.Net.Gateway4)}
+	}
 	var out bytes.Buffer
 	if err := sb.Start(ctx, &out, &out); err != nil {
 		reasons = append(reasons, "canary step does not start: "+err.Error())
 	} else if rec, err := sb.Wait(ctx); err != nil {
 		reasons = append(reasons, "canary step exit not reported: "+err.Error())
+	} else if rec.ExitCode == 9 {
+		reasons = append(reasons, "egress filter not enforcing: the canary sandbox connected to its gateway")
 	} else if rec.ExitCode != 3 {
 		reasons = append(reasons, fmt.Sprintf("canary step exit code %d, want 3 (output %q)", rec.ExitCode, out.String()))
+	} else if sb.net != nil {
+		c, err := sb.Denied()
+		if err != nil {
+			reasons = append(reasons, "egress counters unreadable: "+err.Error())
+		} else if c[netpolicy.ReasonPrivate].Packets == 0 {
+			reasons = append(reasons, "egress filter did not count the canary's denied connect to its gateway")
+		}
 	}
 	if len(reasons) > 0 {
 		return cluster.Health{State: cluster.NodeDegraded, Reasons: reasons}
