@@ -237,3 +237,34 @@ func appendString(dst, p []byte) []byte {
 	dst = append(dst, p[start:]...)
 	return append(dst, '"')
 }
+
+// StepInput is one message to a TTY step's terminal, as the browser sends
+// it to the gateway's stream and the gateway to the node agent (POST
+// /v1/steps/{id}/input): {"type":"stdin","data":"ls\r"} or
+// {"type":"resize","cols":120,"rows":40}.
+type StepInput struct {
+	Type string `json:"type"`
+	Data string `json:"data,omitempty"`
+	Cols int    `json:"cols,omitempty"`
+	Rows int    `json:"rows,omitempty"`
+}
+
+// Validate reports what is wrong with the message, if anything.
+func (in StepInput) Validate() error {
+	switch in.Type {
+	case "stdin":
+		if in.Cols != 0 || in.Rows != 0 {
+			return fmt.Errorf("stdin message: unexpected cols/rows")
+		}
+	case "resize":
+		if in.Data != "" {
+			return fmt.Errorf("resize message: unexpected data")
+		}
+		if in.Cols < 1 || in.Rows < 1 || in.Cols > 10000 || in.Rows > 10000 {
+			return fmt.Errorf("resize message: %dx%d: want 1 to 10000 columns and rows", in.Cols, in.Rows)
+		}
+	default:
+		return fmt.Errorf("message type %q: want stdin or resize", in.Type)
+	}
+	return nil
+}

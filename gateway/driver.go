@@ -188,6 +188,8 @@ func (d *Driver) advance(ctx context.Context, id string) (runRecord, error) {
 // steps in the scheduler as needed. It reports whether run changed.
 func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err error) {
 	now := d.now()
+	// cancelled is set when the cancel ended a step that did not exit 0.
+	cancelled := false
 	if run.State == runRunning && run.Cancel != nil {
 		for i := range run.Steps {
 			if run.Steps[i].Status == stepPending {
@@ -249,8 +251,9 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 			}
 			if run.Cancel != nil {
 				// The cancel ended it (or it ended meanwhile): the rest
-				// are skipped already.
-				run.CancelStep = s.ID
+				// are skipped already, and the run is cancelled even when
+				// this was its last step.
+				run.CancelStep, cancelled = s.ID, true
 				continue
 			}
 			run.Errors = append(run.Errors, fmt.Sprintf("step %d %s", i, outcome(st, d.nodes.known(ctx, st.Node))))
@@ -260,6 +263,9 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 	}
 	if run.State == runRunning {
 		state := runSucceeded
+		if cancelled {
+			state = runCancelled
+		}
 		for _, s := range run.Steps {
 			if s.Status == stepSkipped {
 				state = runCancelled

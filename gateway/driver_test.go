@@ -152,6 +152,18 @@ func TestDriverCancel(t *testing.T) {
 	f.sched.Exit(stepID(done.ID, 0), 0)
 	f.g.Driver().Pass(ctx)
 	f.do("editor", "POST", "/v1/runs/"+done.ID+"/cancel", "", 409, nil)
+
+	// A cancel that kills the last step ends the run cancelled, not
+	// succeeded (nothing was left to skip).
+	last := f.newRun(1)
+	sl := stepID(last.ID, 0)
+	f.sched.Start(sl)
+	f.do("editor", "POST", "/v1/runs/"+last.ID+"/cancel", "", 200, nil)
+	f.sched.Exit(sl, 137)
+	f.g.Driver().Pass(ctx)
+	if got = f.getRun(last.ID); got.State != runCancelled {
+		t.Errorf("one-step run whose step the cancel killed = %s, want cancelled", got.State)
+	}
 }
 
 // TestDriversConcurrently runs two gateways' drivers on one store and

@@ -110,12 +110,18 @@ func serveCmd(args []string, stderr io.Writer) error {
 		o := r.Header.Get("Origin")
 		return o == "" || o == cfg.Site
 	}
+	// Event messages and exit reasons are scrubbed as in step objects; g
+	// is set before the gateway serves.
+	var g *gateway.Gateway
+	rcfg.Rewrite = func(ctx context.Context, line []byte) []byte { return g.ScrubFrame(ctx, line) }
+	// Input to TTY steps goes to the node agent that runs them.
+	rcfg.Stdin, rcfg.Resize = agentInput(sched.StreamURL, &http.Client{})
 	rl, err := relay.New(rcfg, relay.NewAgentUpstream(sched.StreamURL, &http.Client{}), logger)
 	if err != nil {
 		return err
 	}
 	cfg.Stream = rl
-	g, err := gateway.New(cfg, store, steps, logger)
+	g, err = gateway.New(cfg, store, steps, logger)
 	if err != nil {
 		return err
 	}

@@ -127,6 +127,9 @@ func (s *session) relayFrames(ctx context.Context, p *pumpState, rc io.Reader) (
 		case seq <= p.last:
 			continue // relayed already
 		}
+		if s.cfg.Rewrite != nil && !isOutput(line) {
+			line = s.cfg.Rewrite(ctx, line)
+		}
 		select {
 		case s.lines <- line:
 		case <-ctx.Done():
@@ -213,6 +216,26 @@ func frameHead(line []byte) (seq uint64, exit bool, err error) {
 		return 0, false, errors.New("frame without a seq or a kind")
 	}
 	return *h.Seq, h.Kind == "exit", nil
+}
+
+var (
+	stdoutKind = []byte(`,"kind":"stdout"`)
+	stderrKind = []byte(`,"kind":"stderr"`)
+)
+
+// isOutput reports whether line is a stdout or stderr frame written as
+// the agent writes them ({"seq":N,"kind":"stdout",...}). Any other line,
+// output or not, is not recognised and goes through Config.Rewrite.
+func isOutput(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, seqPrefix)
+	if !ok {
+		return false
+	}
+	i := 0
+	for i < len(rest) && i < 19 && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	return bytes.HasPrefix(rest[i:], stdoutKind) || bytes.HasPrefix(rest[i:], stderrKind)
 }
 
 // backoff is how long to wait before retry attempt+1.

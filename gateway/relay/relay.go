@@ -74,6 +74,12 @@ type Config struct {
 	// have ended; its exit frame follows).
 	Stdin  func(ctx context.Context, stepID string, data []byte) error
 	Resize func(ctx context.Context, stepID string, cols, rows int) error
+	// Rewrite, if not nil, is given every frame that is not stdout or
+	// stderr output (one NDJSON line, without its newline) and returns
+	// the line to send instead: the gateway scrubs provider identifiers
+	// from event messages and exit reasons. It must keep the frame's seq
+	// and kind. It is called from the pump, one call at a time.
+	Rewrite func(ctx context.Context, line []byte) []byte
 	// CheckOrigin decides whether a browser's websocket handshake is
 	// allowed; a refusal is answered 403 before any upgrade. Nil allows
 	// only an Origin whose host is the request's Host (gorilla's default).

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// agentInput returns the relay's Stdin and Resize hooks: each message is
+// POSTed to the node agent running the step (POST /v1/steps/{id}/input
+// beside the stream URL the scheduler gives).
+func agentInput(streamURL func(ctx context.Context, id string) (string, error), hc *http.Client) (
+	stdin func(ctx context.Context, id string, data []byte) error,
+	resize func(ctx context.Context, id string, cols, rows int) error,
+) {
+	send := func(ctx context.Context, id string, in api.StepInput) error {
+		u, err := streamURL(ctx, id)
+		if err != nil {
+			return fmt.Errorf("find the step's node: %w", err)
+		}
+		base, ok := strings.CutSuffix(u, "/stream")
+		if !ok {
+			return fmt.Errorf("unexpected stream URL of step %s", id)
+		}
+		body, _ := json.Marshal(in)
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/input", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("send input to the step's node: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusNoContent {
+			return nil
+		}
+		var e api.Error
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if json.Unmarshal(b, &e) == nil && e.Detail.Message != "" {
+			return fmt.Errorf("step %s: %s", id, e.Detail.Message)
+		}
+		return fmt.Errorf("step %s: input refused (%s)", id, resp.Status)
+	}
+	stdin = func(ctx context.Context, id string, data []byte) error {
+		return send(ctx, id, api.StepInput{Type: "stdin", Data: string(data)})
+	}
+	resize = func(ctx context.Context, id string, cols, rows int) error {
+		return send(ctx, id, api.StepInput{Type: "resize", Cols: cols, Rows: rows})
+	}
+	return stdin, resize
+}

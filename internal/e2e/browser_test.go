@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rodon-compute/rodon/internal/testenv"
+)
+
+// chromiumPath is the browser TestBrowser drives.
+const chromiumPath = "/usr/bin/chromium"
+
+// browserCommand prints "line 0" to "line 33" every 0.3 s, then sleeps.
+// It ignores SIGTERM, so that a cancel is confirmed only after the node's
+// kill grace (SIGKILL): the page must show "cancel requested" for that
+// long, and the API must not show the cancel confirmed meanwhile.
+const browserCommand = `python3 -u -c "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); ` +
+	`[(print('line %d' % i, flush=True), time.sleep(0.3)) for i in range(34)]; time.sleep(300)"`
+
+// TestBrowser drives the web page in headless Chromium against a real
+// gateway, scheduler and agent: sign in, start a run from the form, watch
+// its output arrive while it runs, cancel it and see "cancel requested"
+// and then "cancel confirmed". It saves docs/screenshots/run.png.
+func TestBrowser(t *testing.T) {
+	testenv.RequireContainerd(t)
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("TestBrowser needs Chromium at %s: %v", chromiumPath, err)
+		}
+		t.Skipf("TestBrowser needs Chromium at %s: %v", chromiumPath, err)
+	}
+	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
+	f := &fleet{}
+	startSchedulers(t, f, 1)
+	startNamedAgent(t, f, "browser-node-a1")
+	const ownerEmail = "owner@example.com"
+	g := startGateway(t, f, ownerEmail)
+	password := g.ownerPassword(t, ownerEmail)
+	apiC := newGWClient(t, g, &recorder{})
+	apiC.signIn(ownerEmail, password)
+	var ws struct {
+		ID string `json:"id"`
+	}
+	apiC.must(http.StatusCreated, http.MethodPost, "/v1/workspaces", map[string]string{"name": "browser-demo"}, &ws)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	defer cancelBrowser()
+	// The first action starts the browser: its context must not time out.
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, 5*time.Minute)
+	defer cancel()
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("browser: read %s: %v", sel, err)
+		}
+		return s
+	}
+
+	// Sign in through the form.
+	run("sign in",
+		chromedp.Navigate(g.site+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#signin-email")),
+		chromedp.SendKeys(chromedp.CSS("#signin-email"), ownerEmail),
+		chromedp.SendKeys(chromedp.CSS("#signin-password"), password),
+		chromedp.Click(chromedp.CSS("#signin-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#new-run-args")),
+		chromedp.WaitReady(chromedp.CSS(`#new-run-workspace option[value="`+ws.ID+`"]`)),
+	)
+	who := text("#whoami")
+	if !strings.Contains(who, ownerEmail) {
+		t.Errorf("#whoami = %q, want %s", who, ownerEmail)
+	}
+
+	// Start the run through the new-run form; its page opens.
+	run("start a run",
+		chromedp.SetValue(chromedp.CSS("#new-run-workspace"), ws.ID),
+		chromedp.SetValue(chromedp.CSS("#new-run-image"), "python"),
+		chromedp.SetValue(chromedp.CSS("#new-run-args"), browserCommand),
+		chromedp.Click(chromedp.CSS("#new-run-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#run-id")),
+		chromedp.WaitVisible(chromedp.CSS("#cancel-button")),
+	)
+	runID := strings.TrimSpace(text("#run-id"))
+	if !strings.HasPrefix(runID, "run-") {
+		t.Fatalf("#run-id = %q, want a run id", runID)
+	}
+	t.Logf("run %s started from the page", runID)
+
+	// Output appears in the terminal while the step runs.
+	type view struct {
+		Text   string `json:"text"`
+		State  string `json:"state"`
+		Cancel string `json:"cancel"`
+	}
+	const readView = `({text: window.rodonTerminalText(0), state: document.querySelector('#run-state').textContent.trim(),` +
+		` cancel: document.querySelector('#cancel-status').textContent})`
+	var v view
+	readV := func() {
+		t.Helper()
+		var err error
+		if v, err = chromedp.Run(ctx, chromedp.Evaluate[view](readView)); err != nil {
+			t.Fatalf("browser: read the run page: %v", err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		readV()
+		if strings.Contains(v.Text, "line 0\nline 1\nline 2\n") && v.State == "running" {
+			break
+		}
+		if time.Now().After(deadline) || v.State != "" && v.State != "running" {
+			t.Fatalf("terminal %q with run state %q, want the first lines while the run is running", v.Text, v.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var op gwOperation
+	apiC.must(http.StatusOK, http.MethodGet, "/v1/runs/"+runID, nil, &op)
+	if op.State != "running" || op.Steps[0].State != "running" {
+		t.Fatalf("while the page showed output the API said %+v, want the step running", op)
+	}
+	t.Logf("terminal while running: %q", v.Text)
+
+	// Let some more lines arrive, then cancel from the page.
+	time.Sleep(2 * time.Second)
+	run("click cancel", chromedp.Click(chromedp.CSS("#cancel-button")))
+	var seen []string
+	var requestedAt time.Time
+	var atRequested gwOperation
+	deadline = time.Now().Add(90 * time.Second)
+	for v.Cancel != "cancel confirmed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("#cancel-status went %q, want cancel requested then cancel confirmed", seen)
+		}
+		readV()
+		if len(seen) == 0 || seen[len(seen)-1] != v.Cancel {
+			seen = append(seen, v.Cancel)
+			t.Logf("%s #cancel-status %q", time.Now().Format("15:04:05.000"), v.Cancel)
+			if v.Cancel == "cancel requested" {
+				// The page says so as soon as it sent the cancel. Once the
+				// API shows the cancel requested, it must not show it
+				// confirmed yet: the step ignores SIGTERM, so the process
+				// lives until the node's kill grace ends.
+				requestedAt = time.Now()
+				waitFor(t, 10*time.Second, "the API to show the cancel requested", func() bool {
+					apiC.must(http.StatusOK, http.MethodGet, "/v1/runs/"+runID, nil, &atRequested)
+					return atRequested.Cancel != nil
+				})
+				readV()
+				if v.Cancel != "cancel requested" {
+					t.Errorf("#cancel-status = %q right after the API showed the cancel %+v, want cancel requested", v.Cancel, atRequested.Cancel)
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var shown []string
+	for _, s := range seen {
+		if s != "" {
+			shown = append(shown, s)
+		}
+	}
+	if len(shown) != 2 || shown[0] != "cancel requested" || shown[1] != "cancel confirmed" {
+		t.Errorf("#cancel-status went %q, want exactly cancel requested, then cancel confirmed", seen)
+	}
+	if c := atRequested.Cancel; c == nil || c.RequestedAt.IsZero() || !c.ConfirmedAt.IsZero() || c.Unverified != "" {
+		t.Errorf("when the page showed cancel requested the API showed the run's cancel %+v, want requested and not confirmed", c)
+	}
+	if sc := atRequested.Steps[0].Cancel; sc != nil && !sc.ConfirmedAt.IsZero() {
+		t.Errorf("when the page showed cancel requested the API showed the step's cancel confirmed: %+v", sc)
+	}
+	apiC.must(http.StatusOK, http.MethodGet, "/v1/runs/"+runID, nil, &op)
+	if op.State != "cancelled" || op.Cancel == nil || op.Cancel.ConfirmedAt.IsZero() ||
+		!op.Cancel.ConfirmedAt.After(op.Cancel.RequestedAt) || !op.Cancel.ConfirmedAt.After(requestedAt) {
+		t.Errorf("after the page showed cancel confirmed the run is %s with cancel %+v; want cancelled, confirmed after it was requested and after %v",
+			op.State, op.Cancel, requestedAt)
+	}
+	if st := op.Steps[0]; st.State != "cancelled" || st.TerminatedBy != "user" {
+		t.Errorf("step after cancel: %+v, want cancelled by the user", st)
+	}
+	t.Logf("cancel requested at %v, page showed it at %v, confirmed at %v", op.Cancel.RequestedAt, requestedAt, op.Cancel.ConfirmedAt)
+
+	// The screenshot: the run page with output, phases, events and the
+	// confirmed cancel, once the sandbox is cleaned up.
+	waitFor(t, 60*time.Second, "the cleaned_up phase", func() bool {
+		apiC.must(http.StatusOK, http.MethodGet, "/v1/runs/"+runID, nil, &op)
+		return !op.Steps[0].Phases.CleanedUp.IsZero()
+	})
+	run("wait for the page to show the end",
+		chromedp.WaitReady(chromedp.CSS(`#phase-0-cleaned_up[data-time]`)),
+		chromedp.Sleep(time.Second))
+	readV()
+	if !strings.Contains(v.Text, "line 0\nline 1\nline 2\nline 3\n") || v.State != "cancelled" {
+		t.Errorf("terminal %q with state %q at the end, want the lines and cancelled", v.Text, v.State)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("browser: screenshot: %v", err)
+	}
+	out := filepath.Join("..", "..", "docs", "screenshots", "run.png")
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("saved %s (%d bytes)", out, len(png))
+	cancelBrowser()
+	for _, p := range append(f.agents, f.schedulers...) {
+		p.stop(30 * time.Second)
+	}
+}
