@@ -278,6 +278,7 @@ func (g *Gateway) operation(c *call, run *runRecord) Operation {
 			op.Cancel.ConfirmedAt, op.Cancel.Unverified = view.Cancel.ConfirmedAt, view.Cancel.Unverified
 		}
 	}
+	op.FilesChanged = unionFilesChanged(op.Steps)
 	return op
 }
 

@@ -12,7 +12,10 @@ import (
 // node), URLs, host:port pairs, IP addresses, long hex ids (container
 // ids, digests), runtime names and host paths. Each is replaced by a
 // bracketed word saying what was there ("[node]", "[address]", "[id]").
+// An OCI runtime error is first rewritten for users ("the command could
+// not be started: ...", scrubRuntimeError).
 func Scrub(s string, known ...string) string {
+	s = scrubRuntimeError(s)
 	for _, k := range known {
 		if len(k) >= 2 {
 			s = strings.ReplaceAll(s, k, "[node]")

@@ -28,6 +28,44 @@ func TestScrub(t *testing.T) {
 	}
 }
 
+func TestScrubRuntimeError(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"runc exec",
+			`OCI runtime exec failed: exec failed: unable to start container process: exec: "nope": executable file not found in $PATH: unknown`,
+			`the command could not be started: "nope": executable file not found in $PATH`},
+		{"old runc, quoted chain",
+			`OCI runtime exec failed: exec failed: container_linux.go:349: starting container process caused "exec: "bash": executable file not found in $PATH": unknown`,
+			`the command could not be started: "bash": executable file not found in $PATH`},
+		{"shim task create",
+			`failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "/app/run.sh": permission denied: unknown`,
+			`the command could not be started: "/app/run.sh": permission denied`},
+		{"in sandbox",
+			`OCI runtime exec failed: executing processes for container: executing command "&{Filename: Argv:[nope] Envv:[PATH=/usr/bin]}" in sandbox: executable file not found in $PATH in sandbox: unknown`,
+			`the command could not be started: executable file not found in $PATH`},
+		{"node context kept",
+			`step did not start: command not found in the image: OCI runtime exec failed: exec failed: unable to start container process: exec: "pyton": executable file not found in $PATH: unknown`,
+			`step did not start: command not found in the image: the command could not be started: "pyton": executable file not found in $PATH`},
+		{"sandbox start",
+			`create sandbox: failed to create shim task: OCI runtime create failed: creating container: cannot create sandbox: cannot read client sync file: waiting for sandbox to start: EOF: unknown`,
+			`create sandbox: the command could not be started: cannot read client sync file: waiting for sandbox to start: EOF`},
+		{"no tail", `OCI runtime start failed: unknown`, `the command could not be started`},
+		{"lower case", `oci runtime error: exec failed: exec: "sh": stat sh: no such file or directory`,
+			`the command could not be started: "sh": stat sh: no such file or directory`},
+		// What follows is scrubbed as any message: paths, ids, runtime names.
+		{"scrubbed tail",
+			`OCI runtime exec failed: exec failed: open /run/containerd/io.containerd.runtime.v2.task/rodon/4f1c2d3e4f1c2d3e4f1c2d3e4f1c2d3e4f1c2d3e4f1c2d3e4f1c2d3e4f1c2d3e/log.json: no such file or directory: unknown`,
+			`the command could not be started: open [path]: no such file or directory`},
+		{"no runtime error", `exit code 2`, `exit code 2`},
+		{"exec in a user message", `exec: "x" is a word`, `exec: "x" is a word`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Scrub(tc.in); got != tc.want {
+				t.Errorf("Scrub(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestParseDenied(t *testing.T) {
 	for _, tc := range []struct {
 		in     string

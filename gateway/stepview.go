@@ -40,10 +40,16 @@ func runStepView(rs runStepRecord, st *api.Step, known ...string) RunStep {
 		out.Cancel = &c
 	}
 	for _, e := range st.Events {
-		if e.Kind == eventEgressDenied {
+		switch e.Kind {
+		case eventEgressDenied:
 			if reason, n, ok := parseDenied(e.Message); ok {
 				out.Denied[reason] = n // the last count is the total
 			}
+		case eventFilesChanged:
+			// The latest event decides (nil when it cannot be read). Its
+			// paths are the workspace's own names, read before Scrub,
+			// which would take a hex file name for an id.
+			out.FilesChanged, _ = parseFilesChanged(e.Message)
 		}
 		out.Events = append(out.Events, api.Event{Time: e.Time, Kind: e.Kind, Message: Scrub(e.Message, known...)})
 	}

@@ -48,3 +48,43 @@ func TestScrubFrame(t *testing.T) {
 		})
 	}
 }
+
+// TestScrubFrameRuntimeError: an exit frame's reason and an event's
+// message say "the command could not be started", as the step objects do.
+func TestScrubFrameRuntimeError(t *testing.T) {
+	g := newFixture(t).g
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	msg := `OCI runtime exec failed: exec failed: unable to start container process: exec: "nope": executable file not found in $PATH: unknown`
+	want := `the command could not be started: "nope": executable file not found in $PATH`
+	for _, fr := range []api.Frame{
+		api.NewExitFrame(2, api.Exit{State: "failed", TerminatedBy: "platform", Reason: msg}, now),
+		api.NewEventFrame(1, api.Event{Time: now, Kind: "warning", Message: msg}, now),
+	} {
+		in, err := json.Marshal(fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := g.ScrubFrame(t.Context(), in)
+		var got api.Frame
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("ScrubFrame(%s) = %s: %v", in, out, err)
+		}
+		var text string
+		if got.Kind == api.KindExit {
+			x, err := got.Exit()
+			if err != nil {
+				t.Fatal(err)
+			}
+			text = x.Reason
+		} else {
+			e, err := got.Event()
+			if err != nil {
+				t.Fatal(err)
+			}
+			text = e.Message
+		}
+		if text != want {
+			t.Errorf("ScrubFrame(%s) text = %q, want %q", in, text, want)
+		}
+	}
+}

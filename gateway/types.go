@@ -63,6 +63,9 @@ type Operation struct {
 	Steps     []RunStep   `json:"steps"`
 	Errors    []string    `json:"errors"`
 	Cancel    *api.Cancel `json:"cancel,omitempty"`
+	// FilesChanged is the union of the steps' files_changed, in step
+	// order; absent when no step reported one.
+	FilesChanged *FilesChanged `json:"files_changed,omitempty"`
 }
 
 // RunStep is one step of a run: the scheduler's step without its node,
@@ -84,6 +87,9 @@ type RunStep struct {
 	// Denied counts the packets the egress policy denied, by reason (the
 	// last count the node reported).
 	Denied map[string]int64 `json:"denied"`
+	// FilesChanged is what the step changed in the workspace, from the
+	// node's latest files_changed event; absent before there is one.
+	FilesChanged *FilesChanged `json:"files_changed,omitempty"`
 	// Retry says what happens to the step if its node is lost.
 	Retry string `json:"retry"`
 	// Cleanup is "done" once the sandbox is gone, "pending" before.

@@ -45,6 +45,15 @@ export interface StepEvent {
   message: string;
 }
 
+/** FilesChanged is what a step (or a run's steps together) changed in the workspace; directories end in "/". */
+export interface FilesChanged {
+  added?: string[] | null;
+  modified?: string[] | null;
+  removed?: string[] | null;
+  /** more counts the changed paths not named. */
+  more?: number;
+}
+
 export interface RunStep {
   id: string;
   index: number;
@@ -56,6 +65,7 @@ export interface RunStep {
   cancel?: Cancel | null;
   events?: StepEvent[] | null;
   denied?: Record<string, number> | null;
+  files_changed?: FilesChanged | null;
   retry?: string;
   cleanup?: string;
   reason?: string;
@@ -76,6 +86,7 @@ export interface Operation {
   steps: RunStep[];
   errors?: string[] | null;
   cancel?: Cancel | null;
+  files_changed?: FilesChanged | null;
 }
 
 export interface StepSpec {

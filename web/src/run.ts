@@ -1,9 +1,11 @@
 // The run page: run state and cancel, the phase times of each step, one
-// terminal per step fed by its stream, denied egress, and the events.
+// terminal per step fed by its stream, denied egress, the files each step
+// changed (and the run's union of them), and the events.
 
 import { ApiError, call, errorText, type Operation, PHASES, type RunStep, runEnded, stepEnded, type StepEvent } from "./api";
-import { cancelSettled, cancelStatus } from "./cancel";
+import { cancelProgress, cancelSettled, cancelStatus } from "./cancel";
 import { h, replace, setText } from "./dom";
+import { renderFiles } from "./files";
 import { clock, dateTime, since } from "./format";
 import type { Page } from "./page";
 import { type ExitData, type Frame, StepStream, type StreamState } from "./stream";
@@ -29,6 +31,7 @@ interface StepView {
   state: HTMLElement;
   exit: HTMLElement;
   denied: HTMLElement;
+  files: HTMLElement;
   streamStatus: HTMLElement;
   terminal: StepTerminal;
   stream?: StepStream;
@@ -61,7 +64,9 @@ export function runPage(root: HTMLElement, runId: string): Page {
   let issued = 0;
   let applied = 0;
   let endedAt = 0;
-  let cancelRequestedHere = false;
+  // cancelAccepted: the server answered this page's cancel with 2xx.
+  // Until then the page says only "requesting cancel…".
+  let cancelAccepted = false;
   let cancelInFlight = false;
   let resizeTimer: number | undefined;
   const views = new Map<number, StepView>();
@@ -76,9 +81,12 @@ export function runPage(root: HTMLElement, runId: string): Page {
   const createdBy = h("dd", { id: "run-created-by" });
   const cancelButton = h("button", { id: "cancel-button", "data-testid": "cancel-button", type: "button", class: "danger", disabled: true }, "Cancel");
   const cancelStatusEl = h("span", { id: "cancel-status", "data-testid": "cancel-status", "aria-live": "polite" });
+  const cancelProgressEl = h("span", { id: "cancel-progress", "data-testid": "cancel-progress", class: "muted", "aria-live": "polite" });
   const cancelError = h("p", { id: "cancel-error", class: "error", role: "alert" });
   const runError = h("p", { id: "run-error", class: "error", role: "alert" });
   const runErrors = h("ul", { id: "run-errors", class: "error-list" });
+  const runFiles = h("ul", { id: "run-files", "data-testid": "run-files", class: "files", "aria-label": "files changed by the run" });
+  const runFilesRow = h("div", { class: "run-files", hidden: true }, h("span", { class: "muted" }, "files changed"), runFiles);
   const phasesBody = h("tbody");
   const phases = h(
     "table",
@@ -111,7 +119,8 @@ export function runPage(root: HTMLElement, runId: string): Page {
           h("dt", {}, "by"),
           createdBy,
         ),
-        h("div", { class: "row" }, cancelButton, cancelStatusEl),
+        runFilesRow,
+        h("div", { class: "row" }, cancelButton, cancelStatusEl, cancelProgressEl),
         cancelError,
         runError,
         runErrors,
@@ -131,6 +140,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     const state = h("span", { id: `step-state-${i}`, "data-testid": `step-state-${i}`, class: "state" });
     const exit = h("span", { id: `step-exit-${i}`, "data-testid": `step-exit-${i}`, class: "exit" });
     const denied = h("p", { id: `denied-${i}`, "data-testid": `denied-${i}`, class: "denied", hidden: true });
+    const files = h("ul", { id: `files-${i}`, "data-testid": `files-${i}`, class: "files", "aria-label": `files changed by step ${i}`, hidden: true });
     const streamStatus = h("span", { id: `stream-status-${i}`, "data-testid": `stream-status-${i}`, class: "muted stream-status" });
     const stepRoot = h(
       "div",
@@ -147,6 +157,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
         streamStatus,
       ),
       denied,
+      files,
       container,
     );
     // The terminal must be in the document before it opens (it measures).
@@ -169,6 +180,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
       state,
       exit,
       denied,
+      files,
       streamStatus,
       terminal: new StepTerminal(container, tty, tty ? input : undefined),
       exitSeen: false,
@@ -278,6 +290,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     setText(view.denied, denied.length === 0 ? "" : "denied egress: " + denied.map(([why, n]) => `${why} ${n}`).join(", "));
     view.denied.hidden = denied.length === 0;
     view.denied.dataset.total = String(denied.reduce((a, [, n]) => a + n, 0));
+    renderFiles(view.files, s.files_changed);
 
     for (const p of PHASES) {
       const cell = document.getElementById(`phase-${s.index}-${p}`);
@@ -339,6 +352,8 @@ export function runPage(root: HTMLElement, runId: string): Page {
     setText(ended, op.ended_at ? dateTime(op.ended_at) : "\u2014");
     setText(createdBy, op.created_by ? `${op.created_by.kind} ${op.created_by.id}` : "");
     replace(runErrors, (op.errors ?? []).map((e) => h("li", {}, e)));
+    renderFiles(runFiles, op.files_changed);
+    runFilesRow.hidden = runFiles.hidden;
     for (const s of [...(op.steps ?? [])].sort((a, b) => a.index - b.index)) updateStep(s);
     renderEvents();
     if (runEnded(op) && endedAt === 0) endedAt = Date.now();
@@ -347,9 +362,10 @@ export function runPage(root: HTMLElement, runId: string): Page {
 
   function renderCancel(): void {
     if (!op) return;
-    const status = cancelStatus(op, cancelRequestedHere);
+    const status = cancelStatus(op, cancelAccepted);
     setText(cancelStatusEl, status);
     cancelStatusEl.dataset.settled = String(cancelSettled(status));
+    setText(cancelProgressEl, cancelProgress(cancelInFlight, status));
     cancelButton.disabled = cancelInFlight || runEnded(op) || status !== "";
   }
 
@@ -357,7 +373,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     if (!op) return true;
     if (!runEnded(op)) return true;
     if (Date.now() - endedAt > pollAfterEnd) return false;
-    const status = cancelStatus(op, cancelRequestedHere);
+    const status = cancelStatus(op, cancelAccepted);
     if (status !== "" && !cancelSettled(status)) return true;
     return op.steps.some((s) => s.phases?.created && !s.phases?.cleaned_up && s.cleanup !== "done");
   }
@@ -400,8 +416,9 @@ export function runPage(root: HTMLElement, runId: string): Page {
 
   cancelButton.addEventListener("click", async () => {
     if (!op || cancelInFlight) return;
+    // Nothing is claimed before the server answers: the progress line
+    // says "requesting cancel…", the status stays as the server has it.
     cancelInFlight = true;
-    cancelRequestedHere = true;
     setText(cancelError, "");
     renderCancel();
     const mine = ++issued;
@@ -409,12 +426,12 @@ export function runPage(root: HTMLElement, runId: string): Page {
       const next = await call<Operation>("POST", `/v1/runs/${encodeURIComponent(runId)}/cancel`);
       if (disposed) return;
       cancelInFlight = false;
+      cancelAccepted = true; // call throws on anything but 2xx
       if (next && next.id) apply(mine, next);
-      else renderCancel();
+      renderCancel();
     } catch (err) {
       if (disposed) return;
       cancelInFlight = false;
-      cancelRequestedHere = false;
       setText(cancelError, `cancel failed: ${errorText(err)}`);
       renderCancel();
     }
