@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/rodon-compute/rodon/api"
+)
+
+// gwClient is a client of the gateway's API: signed in (cookie and CSRF
+// token) or with an API key.
+type gwClient struct {
+	site   string
+	hc     *http.Client
+	csrf   string
+	bearer string
+}
+
+func newGWClient(site string) *gwClient {
+	jar, _ := cookiejar.New(nil)
+	return &gwClient{site: site, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
+}
+
+// do sends one request, body as JSON unless nil, and decodes a 2xx answer
+// into out unless it is nil; any other status is an error.
+func (c *gwClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.site+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.csrf != "" && method != http.MethodGet {
+		req.Header.Set("X-CSRF-Token", c.csrf)
+	}
+	if c.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: decode %.200s: %w", method, path, b, err)
+		}
+	}
+	return nil
+}
+
+// apiKey signs in as the owner and creates an admin API key; it returns a
+// client that uses the key.
+func apiKey(ctx context.Context, site, email, password string) (*gwClient, error) {
+	owner := newGWClient(site)
+	var signin struct {
+		CSRFToken string `json:"csrf_token"`
+	}
+	if err := owner.do(ctx, http.MethodPost, "/v1/auth/signin", map[string]string{"email": email, "password": password}, &signin); err != nil {
+		return nil, err
+	}
+	owner.csrf = signin.CSRFToken
+	var key struct {
+		Secret string `json:"secret"`
+	}
+	if err := owner.do(ctx, http.MethodPost, "/v1/keys", map[string]any{"name": "streamgw", "role": "admin"}, &key); err != nil {
+		return nil, err
+	}
+	c := newGWClient(site)
+	c.bearer = key.Secret
+	return c, nil
+}
+
+// operation is the part of a run (an Operation) the benchmark reads.
+type operation struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Steps []struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	} `json:"steps"`
+	Errors []string `json:"errors"`
+}
+
+// startRun starts a run of one step running args in the base image.
+func (c *gwClient) startRun(ctx context.Context, ws string, args ...string) (operation, error) {
+	var op operation
+	err := c.do(ctx, http.MethodPost, "/v1/runs", map[string]any{"workspace": ws,
+		"steps": []map[string]any{{"args": args, "cpu": 1, "memory": "512Mi"}}}, &op)
+	if err == nil && len(op.Steps) != 1 {
+		err = fmt.Errorf("run %s has %d steps, want 1", op.ID, len(op.Steps))
+	}
+	return op, err
+}
+
+// waitRun waits until run id has ended and returns it.
+func (c *gwClient) waitRun(ctx context.Context, id string) (operation, error) {
+	var op operation
+	var err error
+	werr := waitFor(ctx, 2*time.Minute, "run "+id+" to end", func() bool {
+		err = c.do(ctx, http.MethodGet, "/v1/runs/"+id, nil, &op)
+		return err == nil && op.State != "running"
+	})
+	if werr != nil {
+		return op, fmt.Errorf("%w (last answer: %v)", werr, err)
+	}
+	return op, nil
+}
+
+// streamResult is what one reader of a step's output saw. Times are
+// taken as the bytes arrived in this process.
+type streamResult struct {
+	start     time.Time // the reader was started
+	connected time.Time // websocket only: the handshake completed (the last one)
+	first     time.Time // the first output bytes arrived
+	end       time.Time // the exit frame arrived (the reader ended)
+	stdout    int64     // bytes of stdout decoded
+	exit      *api.Exit // websocket only: the exit frame's data
+	redials   int       // websocket only: connections closed 4404 before any frame
+}
+
+// readStream reads step id's stream through the gateway's websocket from
+// frame 0 until the exit frame, decoding every frame as a client must.
+// A step not submitted yet (409) and a stream that the node does not have
+// yet (close 4404 before any frame: the step is placed but its node has
+// not opened its log) are tried again every 10 ms.
+func (c *gwClient) readStream(ctx context.Context, id string) (streamResult, error) {
+	r := streamResult{start: time.Now()}
+	u := strings.Replace(c.site, "http://", "ws://", 1) + "/v1/steps/" + id + "/stream?from=0"
+	h := http.Header{"Authorization": {"Bearer " + c.bearer}}
+	d := websocket.Dialer{HandshakeTimeout: 20 * time.Second, ReadBufferSize: 64 << 10}
+	deadline := time.Now().Add(60 * time.Second)
+	var buf bytes.Buffer
+	for {
+		conn, resp, err := d.DialContext(ctx, u, h)
+		if err != nil {
+			if resp != nil && resp.StatusCode == http.StatusConflict && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return r, fmt.Errorf("open the stream of step %s: %w", id, err)
+		}
+		r.connected = time.Now()
+		frames, err := readFrames(conn, &buf, &r)
+		conn.Close()
+		var ce *websocket.CloseError
+		if frames == 0 && errors.As(err, &ce) && ce.Code == 4404 && time.Now().Before(deadline) {
+			r.redials++
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		return r, err
+	}
+}
+
+// readFrames reads frames from conn into r until the exit frame, which it
+// answers with a normal close. It returns how many frames it read.
+func readFrames(conn *websocket.Conn, buf *bytes.Buffer, r *streamResult) (int, error) {
+	for n := 0; ; n++ {
+		_, rd, err := conn.NextReader()
+		if err != nil {
+			return n, err
+		}
+		buf.Reset()
+		if _, err := buf.ReadFrom(rd); err != nil {
+			return n, err
+		}
+		var f api.Frame
+		if err := json.Unmarshal(buf.Bytes(), &f); err != nil {
+			return n, fmt.Errorf("frame %d: %w", n+1, err)
+		}
+		switch f.Kind {
+		case api.KindStdout:
+			b, err := f.Output()
+			if err != nil {
+				return n, err
+			}
+			if r.stdout == 0 && len(b) > 0 {
+				r.first = time.Now()
+			}
+			r.stdout += int64(len(b))
+		case api.KindExit:
+			r.end = time.Now()
+			x, err := f.Exit()
+			if err != nil {
+				return n, err
+			}
+			r.exit = &x
+			conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""),
+				time.Now().Add(time.Second))
+			return n + 1, nil
+		}
+	}
+}
