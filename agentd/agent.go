@@ -276,3 +276,50 @@ func (a *Agent) forget(id cluster.StepID) {
 	delete(a.steps, id)
 	a.mu.Unlock()
 }
+
+// ErrNoSuchStep is returned by Input and Resize for a step this agent does
+// not run now.
+var ErrNoSuchStep = errors.New("step not running on this node")
+
+// inputStartWait is how long input for a step this agent is still starting
+// waits for its process (a page sends a resize as soon as it connects).
+const inputStartWait = 10 * time.Second
+
+func (a *Agent) sandboxOf(id cluster.StepID) (*Sandbox, error) {
+	a.mu.Lock()
+	r, ok := a.steps[id]
+	a.mu.Unlock()
+	if !ok {
+		return nil, ErrNoSuchStep
+	}
+	select {
+	case <-r.started:
+	case <-r.stop:
+		return nil, ErrNotInteractive
+	case <-time.After(inputStartWait):
+		return nil, fmt.Errorf("%w: the step did not start within %v", ErrNotInteractive, inputStartWait)
+	}
+	sb := r.sandbox()
+	if sb == nil {
+		return nil, ErrNoSuchStep
+	}
+	return sb, nil
+}
+
+// Input writes data to the terminal of a running TTY step.
+func (a *Agent) Input(id cluster.StepID, data []byte) error {
+	sb, err := a.sandboxOf(id)
+	if err != nil {
+		return err
+	}
+	return sb.Input(data)
+}
+
+// Resize sets the terminal size of a running TTY step.
+func (a *Agent) Resize(ctx context.Context, id cluster.StepID, cols, rows int) error {
+	sb, err := a.sandboxOf(id)
+	if err != nil {
+		return err
+	}
+	return sb.Resize(ctx, cols, rows)
+}

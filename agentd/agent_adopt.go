@@ -43,6 +43,8 @@ func (a *Agent) adoptOrphans(ctx context.Context) {
 		if ok && sb.Resume(ctx) == nil {
 			a.logger.Info("found the sandbox of an assigned step again; waiting for its exit", "step", key.Step, "attempt", key.Attempt, "running", o.Running)
 			r := newStepRun(a, st)
+			r.sb = sb
+			close(r.started)
 			a.mu.Lock()
 			a.steps[st.ID] = r
 			a.mu.Unlock()

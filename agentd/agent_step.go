@@ -25,14 +25,18 @@ type stepRun struct {
 	attempt int
 	spec    cluster.StepSpec
 
+	// started is closed once the step's process runs (sb is set then).
+	started chan struct{}
+
 	mu        sync.Mutex
+	sb        *Sandbox      // once created
 	stop      chan struct{} // closed by cancel or abandon
 	why       cluster.TerminatedBy
 	abandoned bool
 }
 
 func newStepRun(a *Agent, st cluster.Step) *stepRun {
-	return &stepRun{a: a, id: st.ID, attempt: st.Attempts, spec: st.Spec, stop: make(chan struct{})}
+	return &stepRun{a: a, id: st.ID, attempt: st.Attempts, spec: st.Spec, stop: make(chan struct{}), started: make(chan struct{})}
 }
 
 func (r *stepRun) signal(why cluster.TerminatedBy, abandon bool) {
@@ -82,6 +86,9 @@ func (r *stepRun) run(ctx context.Context) {
 		return
 	}
 	r.a.metrics.create.Observe(time.Since(createStart).Seconds())
+	r.mu.Lock()
+	r.sb = sb
+	r.mu.Unlock()
 	r.phase(ctx, "", cluster.Phases{Created: sb.phases.Created})
 	if err := sb.Start(ctx, lg.Stdout(), lg.Stderr()); err != nil {
 		rec := failedRecord(r.id, err)
@@ -89,6 +96,7 @@ func (r *stepRun) run(ctx context.Context) {
 		r.finish(ctx, lg, sb, rec)
 		return
 	}
+	close(r.started)
 	r.phase(ctx, cluster.StateRunning, cluster.Phases{Started: sb.phases.Started})
 	stopWatch := r.watchDenied(ctx, lg, sb)
 	rec, err := r.wait(ctx, sb)
@@ -102,10 +110,7 @@ func (r *stepRun) run(ctx context.Context) {
 		rec.TerminatedBy = cluster.ByPlatform
 	}
 	if rec.State != cluster.StateFailed && st.Workspace != "" {
-		if err := treecopy.Mirror(sb.wsDir, st.Workspace); err != nil {
-			logger.Warn("copy workspace back", "error", err)
-			_ = lg.Event(cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventWarning, Message: "workspace not copied back: " + err.Error()})
-		}
+		r.copyBack(ctx, lg, sb.wsDir, st.Workspace)
 	}
 	r.finish(ctx, lg, sb, rec)
 }
@@ -115,7 +120,7 @@ func (r *stepRun) step() (Step, error) {
 	st := Step{
 		ID: r.id, Image: bundles.Ref(r.spec.Image), Args: r.spec.Args, Env: r.spec.Env,
 		Limits:  oci.Limits{CPU: r.spec.CPU, MemoryBytes: r.spec.MemoryBytes, Pids: r.spec.Pids},
-		Timeout: r.spec.Timeout, Attempt: r.attempt, NoInternet: r.spec.NoInternet,
+		Timeout: r.spec.Timeout, Attempt: r.attempt, NoInternet: r.spec.NoInternet, TTY: r.spec.TTY,
 	}
 	if r.spec.Workspace != "" {
 		if err := cluster.ValidateStepID(cluster.StepID(r.spec.Workspace)); err != nil {
@@ -271,4 +276,32 @@ var ErrReportRefused = errors.New("report refused")
 
 func failedRecord(id cluster.StepID, err error) cluster.ExitRecord {
 	return failed(id, time.Time{}, err)
+}
+
+func (r *stepRun) sandbox() *Sandbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sb
+}
+
+// copyBack makes the workspace what the step left in its copy, and records
+// which files changed as a step event.
+func (r *stepRun) copyBack(ctx context.Context, lg *logstore.Log, from, to string) {
+	var ev cluster.Event
+	changes, err := treecopy.Diff(from, to)
+	if err == nil {
+		err = treecopy.Mirror(from, to)
+	}
+	if err != nil {
+		r.a.logger.Warn("copy workspace back", "step", r.id, "error", err)
+		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventWarning, Message: "workspace not copied back: " + err.Error()}
+	} else {
+		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventFilesChanged, Message: changes.String()}
+	}
+	if err := lg.Event(ev); err != nil {
+		r.a.logger.Warn("record workspace event", "step", r.id, "error", err)
+	}
+	r.report(ctx, "events", func(ctx context.Context) error {
+		return r.a.sched.StepEvents(ctx, cluster.StepEvents{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, Events: []cluster.Event{ev}})
+	})
 }

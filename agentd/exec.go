@@ -42,10 +42,17 @@ func (s *Sandbox) Start(ctx context.Context, stdout, stderr io.Writer) error {
 	s.stdout = &countingWriter{w: stdout, first: s.firstOutput}
 	s.stderr = &countingWriter{w: stderr, first: s.firstOutput}
 	s.mu.Unlock()
-	p, err := s.task.Exec(ctx, execID, pspec, cio.NewCreator(
-		cio.WithStreams(nil, s.stdout, s.stderr),
-		cio.WithFIFODir(s.fifoDir()),
-	))
+	ioOpts := []cio.Opt{cio.WithStreams(nil, s.stdout, s.stderr), cio.WithFIFODir(s.fifoDir())}
+	if s.step.TTY {
+		// On a terminal stderr is stdout; input comes through Input.
+		pspec.Terminal = true
+		pr, pw := io.Pipe()
+		s.mu.Lock()
+		s.stdin = pw
+		s.mu.Unlock()
+		ioOpts = []cio.Opt{cio.WithStreams(pr, s.stdout, nil), cio.WithTerminal, cio.WithFIFODir(s.fifoDir())}
+	}
+	p, err := s.task.Exec(ctx, execID, pspec, cio.NewCreator(ioOpts...))
 	if err != nil {
 		return fmt.Errorf("create step process: %w", err)
 	}
@@ -195,4 +202,63 @@ func (s *Sandbox) Wait(ctx context.Context) (cluster.ExitRecord, error) {
 		}
 	}
 	return rec, nil
+}
+
+// ErrNotInteractive is returned by Input and Resize for a step that does
+// not run on a terminal, or no longer runs.
+var ErrNotInteractive = errors.New("step is not running on a terminal")
+
+// inputTimeout bounds how long Input waits for the step's terminal to take
+// the bytes.
+const inputTimeout = 5 * time.Second
+
+// Input writes data to the terminal of a TTY step.
+func (s *Sandbox) Input(data []byte) error {
+	done := s.exited()
+	s.mu.Lock()
+	w := s.stdin
+	s.mu.Unlock()
+	if w == nil {
+		return ErrNotInteractive
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := w.Write(data); errc <- err }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrNotInteractive, err)
+		}
+		return nil
+	case <-done:
+		return ErrNotInteractive
+	case <-time.After(inputTimeout):
+		return fmt.Errorf("step's terminal did not take input within %v", inputTimeout)
+	}
+}
+
+// Resize sets the size of a TTY step's terminal.
+func (s *Sandbox) Resize(ctx context.Context, cols, rows int) error {
+	if cols <= 0 || rows <= 0 || cols > 10000 || rows > 10000 {
+		return fmt.Errorf("terminal size %dx%d: want 1 to 10000 columns and rows", cols, rows)
+	}
+	s.mu.Lock()
+	p, tty := s.proc, s.stdin != nil
+	s.mu.Unlock()
+	if p == nil || !tty {
+		return ErrNotInteractive
+	}
+	if err := p.Resize(s.rt.nsCtx(ctx), uint32(cols), uint32(rows)); err != nil {
+		return fmt.Errorf("resize terminal: %w", err)
+	}
+	return nil
+}
+
+// closeInput ends the step's terminal input, once the step has exited.
+func (s *Sandbox) closeInput() {
+	s.mu.Lock()
+	w := s.stdin
+	s.mu.Unlock()
+	if w != nil {
+		w.Close()
+	}
 }

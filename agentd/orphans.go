@@ -7,10 +7,13 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/defaults"
 	"github.com/containerd/errdefs"
 
 	"github.com/rodon-compute/rodon/cluster"
@@ -85,6 +88,13 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	if s.proc == nil {
 		return errors.New("resume: the step's process is gone")
 	}
+	// A process created and never started (the agent died in between)
+	// would never exit: the step did not run, and is not adopted.
+	if st, err := s.proc.Status(s.rt.nsCtx(ctx)); err != nil {
+		return fmt.Errorf("resume: status of the step's process: %w", err)
+	} else if st.Status == containerd.Created {
+		return errors.New("resume: the step's process was created but never started")
+	}
 	if err := s.adoptNetwork(); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
@@ -134,10 +144,11 @@ func (r *Runtime) dropLease(ctx context.Context, l leases.Lease, sync bool) erro
 	return nil
 }
 
-// SweepLeases deletes the create leases of agents that died, so that
-// containerd removes the snapshots of Creates they never finished. Leases
-// of live agents (sharing this containerd) are left alone. It returns the
-// number of leases deleted.
+// SweepLeases deletes the create leases of agents that died, with the
+// snapshots of the Creates they never finished, and then every active
+// snapshot that neither a container nor a lease holds. Leases of live
+// agents (sharing this containerd) are left alone. It returns the number
+// of leases deleted.
 func (r *Runtime) SweepLeases(ctx context.Context) (int, error) {
 	ctx = r.nsCtx(ctx)
 	ls := r.client.LeasesService()
@@ -152,11 +163,94 @@ func (r *Runtime) SweepLeases(ctx context.Context) (int, error) {
 		if owner == r.owner || ownerAlive(owner) {
 			continue
 		}
+		// What the lease holds is removed explicitly, not left to the
+		// garbage collector's schedule.
+		if err := r.removeLeased(ctx, l); err != nil {
+			errs = append(errs, err)
+		}
 		if err := r.dropLease(ctx, l, true); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		n++
 	}
+	if err := r.removeUnheldSnapshots(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return n, errors.Join(errs...)
+}
+
+// removeUnheldSnapshots removes the active snapshots of the namespace that
+// neither a container nor a lease holds: what containerd's garbage
+// collector would remove on its own schedule, removed now so that a killed
+// agent's leftovers are gone when its successor starts.
+func (r *Runtime) removeUnheldSnapshots(ctx context.Context) error {
+	held := map[string]bool{}
+	all, err := r.client.LeasesService().List(ctx)
+	if err != nil {
+		return fmt.Errorf("list leases: %w", err)
+	}
+	for _, l := range all {
+		res, err := r.client.LeasesService().ListResources(ctx, l)
+		if err != nil {
+			return fmt.Errorf("list resources of lease %s: %w", l.ID, err)
+		}
+		for _, rs := range res {
+			if strings.HasPrefix(rs.Type, "snapshots/") {
+				held[rs.ID] = true
+			}
+		}
+	}
+	cs, err := r.client.Containers(ctx)
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range cs {
+		held[c.ID()] = true
+		if info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata); err == nil && info.SnapshotKey != "" {
+			held[info.SnapshotKey] = true
+		}
+	}
+	sn := r.client.SnapshotService(defaults.DefaultSnapshotter)
+	var stale []string
+	if err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		if info.Kind == snapshots.KindActive && !held[info.Name] {
+			stale = append(stale, info.Name)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	var errs []error
+	for _, key := range stale {
+		if err := sn.Remove(ctx, key); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove snapshot %s: %w", key, err))
+			continue
+		}
+		r.logger.Info("removed a snapshot nothing held", "snapshot", key)
+	}
+	return errors.Join(errs...)
+}
+
+// removeLeased removes the snapshots a create lease holds that no
+// container uses.
+func (r *Runtime) removeLeased(ctx context.Context, l leases.Lease) error {
+	res, err := r.client.LeasesService().ListResources(ctx, l)
+	if err != nil {
+		return fmt.Errorf("list resources of lease %s: %w", l.ID, err)
+	}
+	var errs []error
+	for _, rs := range res {
+		snapshotter, ok := strings.CutPrefix(rs.Type, "snapshots/")
+		if !ok {
+			continue
+		}
+		if _, err := r.client.LoadContainer(ctx, rs.ID); err == nil {
+			continue // the container holds it now
+		}
+		if err := r.client.SnapshotService(snapshotter).Remove(ctx, rs.ID); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove snapshot %s of lease %s: %w", rs.ID, l.ID, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -64,6 +65,8 @@ type Sandbox struct {
 	phases cluster.Phases
 	stdout *countingWriter
 	stderr *countingWriter
+	// stdin is the write end of a TTY step's terminal input.
+	stdin  *io.PipeWriter
 	killed cluster.TerminatedBy
 	// doneCh is closed (once, by waitOnce) when Wait has the exit.
 	doneCh   chan struct{}
@@ -215,6 +218,7 @@ func (s *Sandbox) fifoDir() string { return filepath.Join(fifoDir(s.rt.cfg), s.I
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	ctx = s.rt.nsCtx(ctx)
 	var errs []error
+	s.closeInput()
 	if s.task != nil && s.neverStarted(ctx) {
 		// An agent died between creating the task and starting it. runsc
 		// refuses to signal a created sandbox and containerd to delete an

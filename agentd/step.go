@@ -30,6 +30,9 @@ type Step struct {
 	// runtime with a Network: there is nothing to reach and nothing to
 	// filter.
 	NoInternet bool
+	// TTY runs the step on a terminal: stdout and stderr are one stream,
+	// and Input and Resize reach it while it runs.
+	TTY bool
 }
 
 // sandboxID names the step's sandbox in containerd: the step id, with the

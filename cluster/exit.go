@@ -45,4 +45,7 @@ const (
 	// EventEgressDenied reports packets the egress filter denied, by
 	// reason: "egress denied: 169.254.169.254:80, metadata, 3 packets".
 	EventEgressDenied = "egress_denied"
+	// EventFilesChanged says what the step changed in its workspace:
+	// "3 files changed: +chart.png, ~summary.csv, -old.txt".
+	EventFilesChanged = "files_changed"
 )

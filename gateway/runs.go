@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -347,7 +348,35 @@ func (g *Gateway) handleStream(c *call) error {
 		return &httpError{status: http.StatusNotImplemented, code: "not_implemented",
 			msg: "this gateway has no stream relay; read the step with GET /v1/steps/{id}"}
 	}
+	if err := g.awaitNode(c.r.Context(), rs.ID); err != nil {
+		return err
+	}
 	interactive := rs.Spec.TTY && c.p.Role >= RoleEditor
 	g.cfg.Stream.ServeStep(c.w, c.r, rs.ID, from, interactive)
+	return nil
+}
+
+// streamStartWait is how long a stream request waits for its step to be
+// started by a node (its output log exists from then on) before it is
+// answered 409.
+const streamStartWait = 10 * time.Second
+
+// awaitNode waits until a node has started the step (or it ended), so that
+// the relay does not ask a node for a log it has not made yet.
+func (g *Gateway) awaitNode(ctx context.Context, id string) error {
+	st, err := g.steps.Step(ctx, id)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(streamStartWait)
+	for st.State == "queued" || st.State == "placed" {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return conflict("step %s is %s: its stream opens once a node starts it; retry", id, st.State)
+		}
+		if st, err = g.steps.WaitStep(ctx, id, st.ModifyIndex, left); err != nil {
+			return err
+		}
+	}
 	return nil
 }

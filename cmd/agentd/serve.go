@@ -180,7 +180,7 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
 	}
-	mux, err := newAgentMux(logs, agent.Metrics(), logger)
+	mux, err := newAgentMux(logs, agent, logger)
 	if err != nil {
 		ln.Close()
 		return err

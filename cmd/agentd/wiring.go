@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/agentd/stream"
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
@@ -80,14 +83,16 @@ func (s *schedulerClient) ConfirmCancel(ctx context.Context, c cluster.ConfirmCa
 	return refused(s.c.ConfirmCancel(ctx, c))
 }
 
-// newAgentMux serves step streams, /healthz and /metrics.
-func newAgentMux(logs *logstore.Store, m *agentd.Metrics, logger *slog.Logger) (http.Handler, error) {
+// newAgentMux serves step streams, TTY input, /healthz and /metrics.
+func newAgentMux(logs *logstore.Store, agent *agentd.Agent, logger *slog.Logger) (http.Handler, error) {
 	h, err := stream.New(stream.DefaultConfig(), logs, logger)
 	if err != nil {
 		return nil, err
 	}
+	m := agent.Metrics()
 	mux := http.NewServeMux()
 	mux.Handle("/v1/steps/", h)
+	mux.Handle("POST /v1/steps/{id}/input", inputHandler(agent))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collectors()...)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -97,4 +102,57 @@ func newAgentMux(logs *logstore.Store, m *agentd.Metrics, logger *slog.Logger) (
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	return mux, nil
+}
+
+// maxInput bounds one input message to a TTY step.
+const maxInput = 64 << 10
+
+// inputHandler serves POST /v1/steps/{id}/input: one api.StepInput for a
+// running TTY step. 204 when delivered; 400 for a bad message, 404 for a
+// step not running here, 409 for a step not on a terminal.
+func inputHandler(agent *agentd.Agent) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := cluster.StepID(r.PathValue("id"))
+		if err := cluster.ValidateStepID(id); err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", id))
+			return
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxInput))
+		dec.DisallowUnknownFields()
+		var in api.StepInput
+		if err := dec.Decode(&in); err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "input message: "+err.Error())
+			return
+		}
+		if dec.More() {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "input message: data after the JSON object")
+			return
+		}
+		if err := in.Validate(); err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+			return
+		}
+		var err error
+		if in.Type == "stdin" {
+			err = agent.Input(id, []byte(in.Data))
+		} else {
+			err = agent.Resize(r.Context(), id, in.Cols, in.Rows)
+		}
+		switch {
+		case err == nil:
+			w.WriteHeader(http.StatusNoContent)
+		case errors.Is(err, agentd.ErrNoSuchStep):
+			writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("step %s is not running on this node", id))
+		case errors.Is(err, agentd.ErrNotInteractive):
+			writeError(w, http.StatusConflict, api.CodeConflict, fmt.Sprintf("step %s does not run on a terminal (or has ended)", id))
+		default:
+			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		}
+	})
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(api.NewError(code, msg))
 }

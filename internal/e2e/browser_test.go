@@ -158,7 +158,7 @@ func TestBrowser(t *testing.T) {
 			seen = append(seen, v.Cancel)
 			t.Logf("%s #cancel-status %q", time.Now().Format("15:04:05.000"), v.Cancel)
 			if v.Cancel == "cancel requested" {
-				// The page says so as soon as it sent the cancel. Once the
+				// The page says so once the gateway accepted the cancel. Once the
 				// API shows the cancel requested, it must not show it
 				// confirmed yet: the step ignores SIGTERM, so the process
 				// lives until the node's kill grace ends.
