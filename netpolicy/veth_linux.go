@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -49,6 +50,15 @@ func (m *Manager) plumb(sn *SandboxNet) (err error) {
 		return fmt.Errorf("find veth %s: %w", sn.HostIfname, err)
 	}
 	sn.HostIfindex = hl.Attrs().Index
+	// Not an IPv6 router on this link: the node still forwards (that is
+	// the namespace-wide all.forwarding), but the link joins no router
+	// groups or anycast addresses, which makes deleting it about 20 ms
+	// faster.
+	if err := doInNS(m.hostNS, func() error {
+		return os.WriteFile("/proc/sys/net/ipv6/conf/"+sn.HostIfname+"/forwarding", []byte("0\n"), 0o644)
+	}); err != nil {
+		return fmt.Errorf("configure veth %s: %w", sn.HostIfname, err)
+	}
 	if err := addAddrs(host, hl, netip.PrefixFrom(sn.Gateway4, sn.Addr4.Bits()), netip.PrefixFrom(sn.Gateway6, sn.Addr6.Bits())); err != nil {
 		return err
 	}
