@@ -29,6 +29,11 @@ type StepRequest struct {
 	// Idempotent steps are placed again after their node is lost; others
 	// run at most once.
 	Idempotent bool `json:"idempotent,omitempty"`
+	// Node, if set, is the only node the step may be placed on: where the
+	// workspace it continues lives (the gateway sets it for the later
+	// steps of a run). The step waits in the queue while that node cannot
+	// take it.
+	Node string `json:"node,omitempty"`
 }
 
 // Step is the public record of a step (SPEC.md, "Steps").

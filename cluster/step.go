@@ -53,6 +53,8 @@ type StepSpec struct {
 	// Idempotent steps are placed again after their node is lost; others
 	// run at most once.
 	Idempotent bool `json:"idempotent"`
+	// Node, if set, is the only node the step may be placed on.
+	Node NodeID `json:"node,omitempty"`
 }
 
 // Request is the resources the step reserves.

@@ -205,6 +205,16 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 		case stepPending:
 			req := s.Spec
 			req.ID, req.Workspace = s.ID, run.Workspace
+			// The workspace is a directory on the node that ran the
+			// previous step: this step must run there to see it as that
+			// step left it.
+			if i > 0 {
+				prev, err := d.steps.Step(ctx, run.Steps[i-1].ID)
+				if err != nil {
+					return changed, fmt.Errorf("read step %s: %w", run.Steps[i-1].ID, err)
+				}
+				req.Node = prev.Node
+			}
 			_, err := d.steps.SubmitStep(ctx, req)
 			var ce *client.Error
 			switch {

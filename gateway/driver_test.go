@@ -66,11 +66,15 @@ func TestDriverSequencesSteps(t *testing.T) {
 	if _, err := f.store.GetRecord(ctx, kindRunLive, op.ID); !IsNotFound(err) {
 		t.Errorf("live marker of a settled run = %v, want it deleted", err)
 	}
-	// The workspace travels with every step.
+	// The workspace travels with every step, and every step after the
+	// first runs on the node of the one before, where the workspace is.
 	for i := range 3 {
 		st, _ := f.sched.Step(ctx, stepID(op.ID, i))
 		if st.Spec.Workspace != wsMain {
 			t.Errorf("step %d workspace = %q, want %q", i, st.Spec.Workspace, wsMain)
+		}
+		if want := map[bool]string{true: "", false: gatewaytest.Node}[i == 0]; st.Spec.Node != want {
+			t.Errorf("step %d bound to node %q, want %q", i, st.Spec.Node, want)
 		}
 	}
 }

@@ -37,6 +37,12 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 		NoInternet:  req.NoInternet,
 		TTY:         req.TTY,
 		Idempotent:  req.Idempotent,
+		Node:        cluster.NodeID(req.Node),
+	}
+	if req.Node != "" {
+		if err := cluster.ValidateStepID(cluster.StepID(req.Node)); err != nil {
+			return cluster.StepSpec{}, badRequest("field \"node\": %q: want a node id of 1-63 characters of a-z, 0-9, '-' and '_'", req.Node)
+		}
 	}
 	if err := spec.Validate(); err != nil {
 		return cluster.StepSpec{}, badRequest("invalid step: %v", err)
@@ -62,6 +68,7 @@ func requestOf(spec cluster.StepSpec) api.StepRequest {
 		NoInternet:  spec.NoInternet,
 		TTY:         spec.TTY,
 		Idempotent:  spec.Idempotent,
+		Node:        string(spec.Node),
 	}
 }
 

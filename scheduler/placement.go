@@ -115,6 +115,9 @@ func Place(nodes []cluster.Node, used map[cluster.NodeID]Usage, spec cluster.Ste
 	)
 	for i := range nodes {
 		n := &nodes[i]
+		if spec.Node != "" && n.ID != spec.Node {
+			continue
+		}
 		u := used[n.ID]
 		switch checkFit(n, u, spec) {
 		case fitOK:
@@ -138,6 +141,11 @@ func Place(nodes []cluster.Node, used map[cluster.NodeID]Usage, spec cluster.Ste
 	}
 	want := fmt.Sprintf("%g cores and %s of memory", spec.CPU, formatBytes(spec.MemoryBytes))
 	switch {
+	case ready == 0 && spec.Node != "":
+		return "", &CapacityError{
+			Reason:     fmt.Sprintf("the step may run only on node %s (where its workspace is), and that node is not ready", spec.Node),
+			RetryAfter: RetryNoNodes,
+		}
 	case ready == 0:
 		return "", &CapacityError{
 			Reason:     fmt.Sprintf("none of %d registered nodes is ready", len(nodes)),

@@ -34,6 +34,21 @@ func TestPlace(t *testing.T) {
 			spec:  spec(1, gib, false), want: "a",
 		},
 		{
+			name:  "a step bound to a node goes there, not where most is free",
+			nodes: []cluster.Node{node("a", 4, 8*gib, ready), node("b", 4, 16*gib, ready)},
+			spec:  func() cluster.StepSpec { s := spec(1, gib, false); s.Node = "a"; return s }(),
+			want:  "a",
+		},
+		{
+			name:  "a step bound to a node that is not ready waits",
+			nodes: []cluster.Node{node("a", 4, 8*gib, cluster.NodeDegraded), node("b", 4, 16*gib, ready)},
+			spec:  func() cluster.StepSpec { s := spec(1, gib, false); s.Node = "a"; return s }(),
+			wantErr: &CapacityError{
+				Reason:     "the step may run only on node a (where its workspace is), and that node is not ready",
+				RetryAfter: RetryNoNodes,
+			},
+		},
+		{
 			name:  "ties broken by id",
 			nodes: []cluster.Node{node("c", 4, 8*gib, ready), node("a", 4, 8*gib, ready), node("b", 4, 8*gib, ready)},
 			spec:  spec(1, gib, false), want: "a",

@@ -49,6 +49,7 @@ func TestServerBadRequests(t *testing.T) {
 		{"negative cpu", "POST", "/v1/steps", `{"image":"base","args":["true"],"cpu":-1,"memory_bytes":1073741824}`, 400, api.CodeBadRequest, `field "cpu"`},
 		{"negative memory", "POST", "/v1/steps", `{"image":"base","args":["true"],"cpu":1,"memory_bytes":-5}`, 400, api.CodeBadRequest, `field "memory_bytes": -5 is negative`},
 		{"negative pids", "POST", "/v1/steps", okStep + `,"pids":-1}`, 400, api.CodeBadRequest, `field "pids"`},
+		{"bad node", "POST", "/v1/steps", okStep + `,"node":"Bad Node"}`, 400, api.CodeBadRequest, `field "node"`},
 		{"bad timeout", "POST", "/v1/steps", okStep + `,"timeout":"soon"}`, 400, api.CodeBadRequest, "duration"},
 		{"negative timeout", "POST", "/v1/steps", okStep + `,"timeout":"-1s"}`, 400, api.CodeBadRequest, `field "timeout"`},
 		{"no image", "POST", "/v1/steps", `{"args":["true"],"cpu":1,"memory_bytes":1073741824}`, 400, api.CodeBadRequest, "empty image"},
