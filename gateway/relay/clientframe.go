@@ -46,7 +46,21 @@ func (e *clientError) Error() string {
 }
 
 func refuse(format string, args ...any) *clientError {
-	return &clientError{code: websocket.ClosePolicyViolation, reason: fmt.Sprintf(format, args...)}
+	return &clientError{code: websocket.ClosePolicyViolation, reason: fitReason(fmt.Sprintf(format, args...))}
+}
+
+// fitReason shortens r to fit a close frame (maxCloseReason bytes), at a
+// UTF-8 boundary, marking the cut with "...". A quoted field name of
+// control characters can be four times longer than its rune count.
+func fitReason(r string) string {
+	if len(r) <= maxCloseReason {
+		return r
+	}
+	cut := maxCloseReason - len("...")
+	for cut > 0 && !utf8.RuneStart(r[cut]) {
+		cut--
+	}
+	return r[:cut] + "..."
 }
 
 // decodeClientFrame decodes one client message strictly: a single JSON
