@@ -320,9 +320,13 @@ func (d *Driver) settleCancel(ctx context.Context, run *runRecord, now time.Time
 		run.Cancel.ConfirmedAt = st.Cancel.ConfirmedAt
 	case st.Cancel != nil && st.Cancel.Unverified != "":
 		run.Cancel.Unverified = Scrub(st.Cancel.Unverified, d.nodes.known(ctx, st.Node)...)
+	case st.Cancel == nil && st.State == "lost":
+		// Its node stopped answering: nobody saw the process go.
+		run.Cancel.Unverified = "the step's node stopped answering; whether its process is gone is not known"
 	case st.Cancel == nil && st.Terminal():
 		// It ended by itself before the cancel reached it: its exit is
-		// the runtime's word that the process is gone.
+		// the runtime's word that the process is gone. A step that never
+		// started (failed, expired) had no process.
 		run.Cancel.ConfirmedAt = st.Phases.Exited
 		if run.Cancel.ConfirmedAt.IsZero() {
 			run.Cancel.ConfirmedAt = now

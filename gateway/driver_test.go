@@ -108,6 +108,25 @@ func TestDriverFailureEndsRun(t *testing.T) {
 	}
 }
 
+// TestDriverCancelLostStep: a cancel that found its step lost (the node
+// stopped answering before the cancel reached it) is unverified, never
+// confirmed: nobody saw the process go.
+func TestDriverCancelLostStep(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	op := f.newRun(1)
+	s0 := stepID(op.ID, 0)
+	f.sched.Start(s0)
+	f.sched.Lose(s0)
+	f.do("editor", "POST", "/v1/runs/"+op.ID+"/cancel", "", 200, nil)
+	f.g.Driver().Pass(ctx)
+	f.g.Driver().Pass(ctx)
+	got := f.getRun(op.ID)
+	if got.Cancel == nil || !got.Cancel.ConfirmedAt.IsZero() || got.Cancel.Unverified == "" {
+		t.Fatalf("cancel of a run whose step was lost = %+v, want unverified and not confirmed", got.Cancel)
+	}
+}
+
 // TestDriverCancel: a run's cancel shows requested_at at once, and
 // confirmed_at only once the scheduler confirmed its step's cancel.
 func TestDriverCancel(t *testing.T) {

@@ -202,6 +202,13 @@ func (s *Scheduler) Fail(id, reason string) {
 	})
 }
 
+// Lose ends step id as lost: its node stopped answering.
+func (s *Scheduler) Lose(id string) {
+	s.update(id, func(st *api.Step) {
+		st.State, st.TerminatedBy, st.Reason = "lost", "node_lost", "node stopped answering"
+	})
+}
+
 // ConfirmCancel confirms the cancel of step id.
 func (s *Scheduler) ConfirmCancel(id string) {
 	s.update(id, func(st *api.Step) { st.Cancel.ConfirmedAt = time.Now().UTC() })
