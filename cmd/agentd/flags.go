@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/rodon-compute/rodon/agentd"
+	"github.com/rodon-compute/rodon/internal/cli"
 )
 
 // runtimeFlags are the flags every command that talks to containerd takes.
@@ -51,7 +52,7 @@ func (f *runtimeFlags) config() agentd.RuntimeConfig {
 // connects to containerd. Its context ends on SIGINT or SIGTERM; close
 // releases everything.
 func (f *runtimeFlags) open(stderr io.Writer) (ctx context.Context, rt *agentd.Runtime, logger *slog.Logger, close func(), err error) {
-	logger, err = newLogger(stderr, f.logLevel)
+	logger, err = cli.Logger(stderr, f.logLevel)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -83,15 +84,7 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return fmt.Errorf("%w: help requested", errUsage)
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return nil
-}
+func parseFlags(fs *flag.FlagSet, args []string) error { return cli.Parse(fs, args) }
 
 // envFlag collects repeated --env K=V flags.
 type envFlag []string

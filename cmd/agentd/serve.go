@@ -23,6 +23,7 @@ import (
 	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/size"
 	"github.com/rodon-compute/rodon/netpolicy"
 )
@@ -62,7 +63,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	logger, err := newLogger(stderr, f.logLevel)
+	logger, err := cli.Logger(stderr, f.logLevel)
 	if err != nil {
 		return 0, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/gateway"
+	"github.com/rodon-compute/rodon/internal/cli"
 )
 
 // bootstrapCmd creates the first owner and prints its password once.
@@ -19,15 +20,10 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	sched := fs.String("scheduler", os.Getenv("RODON_SCHEDULER"), "URL[,URL...] of scheduler members (required; default $RODON_SCHEDULER)")
 	email := fs.String("email", "", "the owner's email (required)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return fmt.Errorf("%w: help requested", errUsage)
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := cli.ParseFlagsOnly(fs, args, "bootstrap"); err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("%w: unexpected argument %q: bootstrap takes only flags", errUsage, fs.Arg(0))
 	case *sched == "":
 		return fmt.Errorf("%w: --scheduler is required (or set RODON_SCHEDULER)", errUsage)
 	case *email == "":

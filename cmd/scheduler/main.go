@@ -4,11 +4,10 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
-	"strings"
+
+	"github.com/rodon-compute/rodon/internal/cli"
 )
 
 const usage = `usage: scheduler COMMAND [FLAGS]
@@ -22,40 +21,19 @@ Run "scheduler serve -h" for its flags.
 // Exit statuses.
 const (
 	exitError = 1
-	exitUsage = 2
+	exitUsage = cli.ExitUsage
 )
 
-// errUsage marks a command-line error: the message is printed and the
-// scheduler exits 2.
-var errUsage = errors.New("usage")
+// errUsage marks a command-line error: the message is printed and scheduler
+// exits 2.
+var errUsage = cli.ErrUsage
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return exitUsage
-	}
-	var err error
-	switch args[0] {
-	case "serve":
-		err = serveCmd(args[1:], stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "scheduler: unknown command %q\n%s", args[0], usage)
-		return exitUsage
-	}
-	switch {
-	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "scheduler %s: %s\n", args[0], strings.TrimPrefix(err.Error(), "usage: "))
-		return exitUsage
-	case err != nil:
-		fmt.Fprintf(stderr, "scheduler %s: %v\n", args[0], err)
-		return exitError
-	}
-	return 0
+	return cli.Main("scheduler", usage, map[string]cli.Command{
+		"serve": func(args []string, _, stderr io.Writer) (int, error) { return 0, serveCmd(args, stderr) },
+	}, exitError, args, stdout, stderr)
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/scheduler"
 )
 
@@ -99,18 +99,12 @@ func serveCmd(args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var f serveFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return fmt.Errorf("%w: help requested", errUsage)
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := cli.ParseFlagsOnly(fs, args, "serve"); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q: serve takes only flags", errUsage, fs.Arg(0))
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, f.logLevel)
+	logger, err := cli.Logger(stderr, f.logLevel)
+	if err != nil {
+		return err
 	}
 	cfg, err := f.config()
 	if err != nil {
@@ -119,7 +113,6 @@ func serveCmd(args []string, stderr io.Writer) error {
 	// Signals first: a SIGTERM during start-up stops the member cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	srv, err := scheduler.New(cfg, logger)
 	if err != nil {
 		return err
