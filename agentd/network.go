@@ -39,7 +39,9 @@ func (s *Sandbox) setupNetwork(ctx context.Context) ([]oci.SpecOpt, error) {
 	return append(opts, oci.WithResolvConf(rc)), nil
 }
 
-// sandboxID is the id of the sandbox before its container exists.
+// sandboxID is the sandbox's id, also before its container exists (for an
+// orphan, the step and attempt come from the container's labels, so it is
+// the container's id).
 func (s *Sandbox) sandboxID() string { return s.step.sandboxID() }
 
 // adoptNetwork attaches the egress filter again to the network of a
@@ -70,16 +72,9 @@ func (s *Sandbox) teardownNetwork(ctx context.Context) error {
 		}
 		s.net = nil
 	case s.hasNet && n != nil:
-		return n.TeardownID(ctx, s.sandboxIDOrContainer())
+		return n.TeardownID(ctx, s.sandboxID())
 	}
 	return nil
-}
-
-func (s *Sandbox) sandboxIDOrContainer() string {
-	if s.container != nil {
-		return s.container.ID()
-	}
-	return s.sandboxID()
 }
 
 // Denied returns what the egress filter denied for this sandbox so far,
