@@ -14,8 +14,9 @@ const usage = `usage: scheduler COMMAND [FLAGS]
 
 Commands:
   serve [FLAGS]   run a scheduler member
+  tls init|issue  make the cluster CA and issue certificates
 
-Run "scheduler serve -h" for its flags.
+Run "scheduler serve -h" or "scheduler tls -h" for their flags.
 `
 
 // Exit statuses.
@@ -35,5 +36,6 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	return cli.Main("scheduler", usage, map[string]cli.Command{
 		"serve": func(args []string, _, stderr io.Writer) (int, error) { return 0, serveCmd(args, stderr) },
+		"tls":   tlsCmd,
 	}, exitError, args, stdout, stderr)
 }

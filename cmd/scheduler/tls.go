@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/pki"
+)
+
+const tlsUsage = `usage: scheduler tls COMMAND [FLAGS]
+
+Commands:
+  init  --dir DIR                       make the cluster CA (DIR/ca.crt, DIR/ca.key)
+  issue --role ROLE --name ID --dir DIR issue DIR/ROLE-ID.crt and .key
+        [--host H,...] [--valid-for D]  ROLE: member, agent (ID: the node id), gateway, operator
+
+Daemons and schedctl read DIR (--tls-dir, default RODON_TLS_DIR or /etc/rodon/tls)
+and pick up re-issued files without a restart.
+`
+
+// tlsCmd is `scheduler tls init|issue`.
+func tlsCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	if len(args) == 0 {
+		return 0, fmt.Errorf("%w: want init or issue\n%s", errUsage, tlsUsage)
+	}
+	switch args[0] {
+	case "init":
+		return 0, tlsInit(args[1:], stdout, stderr)
+	case "issue":
+		return 0, tlsIssue(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, tlsUsage)
+		return 0, nil
+	}
+	return 0, fmt.Errorf("%w: unknown tls command %q\n%s", errUsage, args[0], tlsUsage)
+}
+
+func tlsInit(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("scheduler tls init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", cli.TLSDir(), "directory to create the CA in")
+	validFor := fs.Duration("valid-for", pki.DefaultCAValidity, "lifetime of the CA certificate")
+	if err := cli.ParseFlagsOnly(fs, args, "tls init"); err != nil {
+		return err
+	}
+	if *validFor <= 0 {
+		return fmt.Errorf("%w: --valid-for %v: must be positive", errUsage, *validFor)
+	}
+	if err := pki.InitCA(*dir, *validFor); err != nil {
+		if errors.Is(err, pki.ErrExists) {
+			return fmt.Errorf("%v: keep it, or move it away to start a new cluster", err)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "created the cluster CA in %s (ca.key stays on this machine; copy only ca.crt)\n", *dir)
+	return nil
+}
+
+func tlsIssue(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("scheduler tls issue", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", cli.TLSDir(), "directory of the CA; the pair is written there")
+	out := fs.String("out", "", "directory to write the pair to (default: --dir)")
+	role := fs.String("role", "", "member, agent, gateway or operator (required)")
+	name := fs.String("name", "", "the identity's name: member id, node id, gateway or operator name (required)")
+	hosts := fs.String("host", "", "DNS names and IPs to add as SANs, comma-separated (for browsers; components verify the identity)")
+	validFor := fs.Duration("valid-for", pki.DefaultLeafValidity, fmt.Sprintf("lifetime of the certificate, at most %v", pki.MaxLeafValidity))
+	if err := cli.ParseFlagsOnly(fs, args, "tls issue"); err != nil {
+		return err
+	}
+	r, err := pki.ParseRole(*role)
+	if err != nil {
+		return fmt.Errorf("%w: --role: %v", errUsage, err)
+	}
+	id, err := pki.NewIdentity(r, *name)
+	if err != nil {
+		return fmt.Errorf("%w: --name: %v", errUsage, err)
+	}
+	if *validFor <= 0 || *validFor > pki.MaxLeafValidity {
+		return fmt.Errorf("%w: --valid-for %v: want a positive duration of at most %v", errUsage, *validFor, pki.MaxLeafValidity)
+	}
+	var hs []string
+	for h := range strings.SplitSeq(*hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hs = append(hs, h)
+		}
+	}
+	ca, err := pki.LoadCA(*dir)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = *dir
+	}
+	path, err := ca.IssueFiles(*out, id, pki.IssueOptions{ValidFor: *validFor, Hosts: hs})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "issued %s: %s (valid until %s)\n", id, path, time.Now().Add(*validFor).UTC().Format(time.RFC3339))
+	return nil
+}
