@@ -28,6 +28,9 @@ const (
 	CmdSetMember     CommandType = 13
 	CmdRemoveMember  CommandType = 14
 	CmdRestore       CommandType = 15
+	// 16-18 are the scheduler's record store and audit log
+	// (scheduler/command_record.go).
+	CmdSetGateway CommandType = 19
 
 	IgnorableFlag CommandType = 0x80
 )
@@ -48,6 +51,7 @@ var commandNames = map[CommandType]string{
 	CmdSetMember:     "set_member",
 	CmdRemoveMember:  "remove_member",
 	CmdRestore:       "restore",
+	CmdSetGateway:    "set_gateway",
 }
 
 func (t CommandType) String() string {

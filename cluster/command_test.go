@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +37,7 @@ func TestCommandTypesStable(t *testing.T) {
 	want := map[CommandType]Command{
 		1: RegisterNode{}, 2: Heartbeat{}, 3: SetNodeState{}, 4: SubmitStep{}, 5: PlaceStep{}, 6: StepPhase{},
 		7: StepExit{}, 8: RequestCancel{}, 9: ConfirmCancel{}, 10: MarkNodeLost{}, 11: Expire{}, 12: StepEvents{},
-		13: SetMember{}, 14: RemoveMember{}, 15: Restore{},
+		13: SetMember{}, 14: RemoveMember{}, 15: Restore{}, 19: SetGateway{},
 	}
 	for n, c := range want {
 		if c.CommandType() != n || c.CommandType().Ignorable() {
@@ -101,6 +103,41 @@ func TestMilliCPU(t *testing.T) {
 	for cores, want := range map[float64]int64{0.1: 100, 0.3: 300, 1.5: 1500, 0.0105: 11} {
 		if got := MilliCPU(cores); got != want {
 			t.Errorf("MilliCPU(%v) = %d, want %d", cores, got, want)
+		}
+	}
+}
+
+func TestValidateGatewayAddrs(t *testing.T) {
+	a := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, x := range s {
+			out = append(out, netip.MustParseAddr(x))
+		}
+		return out
+	}
+	many := make([]string, MaxGatewayAddrs+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("11.0.0.%d", i+1)
+	}
+	for _, tc := range []struct {
+		addrs   []netip.Addr
+		wantErr string
+	}{
+		{a("11.0.0.1", "2600:1f00::1"), ""},
+		{a("127.0.0.1"), ""},
+		{nil, "no address"},
+		{a(many...), "at most 16"},
+		{[]netip.Addr{{}}, "missing"},
+		{a("fe80::1%eth0"), "zone"},
+		{a("::ffff:11.0.0.1"), "write it as 11.0.0.1"},
+		{a("0.0.0.0"), "unicast"},
+		{a("::"), "unicast"},
+		{a("224.0.0.1"), "unicast"},
+		{a("11.0.0.1", "11.0.0.1"), "twice"},
+	} {
+		err := ValidateGatewayAddrs(tc.addrs)
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("ValidateGatewayAddrs(%v) = %v, want %q", tc.addrs, err, tc.wantErr)
 		}
 	}
 }

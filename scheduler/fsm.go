@@ -78,6 +78,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyRemoveMember(idx, decode[cluster.RemoveMember](l))
 	case cluster.CmdRestore:
 		return st.applyRestore(idx, decode[cluster.Restore](l))
+	case cluster.CmdSetGateway:
+		return st.applySetGateway(idx, decode[cluster.SetGateway](l))
 	case CmdRecordPut:
 		return st.applyRecordPut(idx, decode[RecordPut](l))
 	case CmdRecordDelete:

@@ -56,6 +56,7 @@ func (s *Server) routes() http.Handler {
 	// The audit log is append-only: no route changes or removes an entry.
 	mux.HandleFunc("POST /v1/audit", s.write(s.handleAppendAudit))
 	mux.HandleFunc("GET /v1/audit", s.read(s.handleAudit))
+	s.platformRoutes(mux)
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
 	return s.metrics.instrument(mux)

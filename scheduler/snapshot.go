@@ -29,6 +29,9 @@ type snapshotData struct {
 	// before they existed, and when empty).
 	Records []*Record     `json:"records,omitempty"`
 	Audit   []*AuditEntry `json:"audit,omitempty"`
+	// Gateways are the gateways' address records, sorted by name (absent
+	// from snapshots taken before they existed, and when empty).
+	Gateways []*cluster.Gateway `json:"gateways,omitempty"`
 }
 
 // fsmSnapshot holds pointers to the records as they were when it was taken;
@@ -66,6 +69,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	// Entries are only appended: the prefix the snapshot sees never
 	// changes, and its capacity keeps appends out of it.
 	d.Audit = st.audit[:len(st.audit):len(st.audit)]
+	d.Gateways = st.snapshotGateways()
 	return &fsmSnapshot{data: d}, nil
 }
 
@@ -132,6 +136,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		byID[r.ID] = r
 	}
 	fresh.audit = d.Audit
+	for _, g := range d.Gateways {
+		fresh.gateways[g.Name] = g
+	}
 	slices.SortFunc(fresh.audit, func(a, b *AuditEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	st := f.st
 	st.mu.Lock()
@@ -139,6 +146,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	st.nodes, st.steps, st.live, st.usage, st.queued = fresh.nodes, fresh.steps, fresh.live, fresh.usage, fresh.queued
 	st.members, st.assigned = fresh.members, fresh.assigned
 	st.records, st.audit = fresh.records, fresh.audit
+	st.gateways = fresh.gateways
 	st.reset = max(st.index, d.Index)
 	st.advance(d.Index)
 	return nil

@@ -39,6 +39,8 @@ type State struct {
 	// audit is the audit log in sequence order. Entries are only
 	// appended, so a snapshot may hold a prefix of the slice.
 	audit []*AuditEntry
+	// gateways holds the gateways' address records, by name.
+	gateways map[string]*cluster.Gateway
 }
 
 func newState() *State {
@@ -53,6 +55,7 @@ func newState() *State {
 		assigned: make(map[cluster.NodeID]uint64),
 		members:  make(map[string]*cluster.Member),
 		records:  make(map[string]map[string]*Record),
+		gateways: make(map[string]*cluster.Gateway),
 	}
 }
 
