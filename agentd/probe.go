@@ -42,9 +42,10 @@ func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
 	reasons = append(reasons, sb.checkLimits(canaryLimits)...)
 	if sb.net != nil {
 		// The canary also proves the egress filter: a connect to its own
-		// gateway (a private address, denied; if the filter failed the
-		// packet would still stay on this machine) must be refused at once
-		// and counted.
+		// gateway (in the sandbox pool, denied as platform once the
+		// control-plane list is loaded and as private before; if the filter
+		// failed the packet would still stay on this machine) must be
+		// refused at once and counted.
 		sb.step.Args = []string{"timeout", "10", "bash", "-c",
 			fmt.Sprintf("exec 3<>/dev/tcp/%s/9 && exit 9; exit 3", sb.net.Net.Gateway4)}
 	}
@@ -61,7 +62,7 @@ func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
 		c, err := sb.Denied()
 		if err != nil {
 			reasons = append(reasons, "egress counters unreadable: "+err.Error())
-		} else if c[netpolicy.ReasonPrivate].Packets == 0 {
+		} else if c[netpolicy.ReasonPrivate].Packets+c[netpolicy.ReasonPlatform].Packets == 0 {
 			reasons = append(reasons, "egress filter did not count the canary's denied connect to its gateway")
 		}
 	}
