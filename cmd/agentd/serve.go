@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,8 +25,8 @@ import (
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/size"
-	"github.com/rodon-compute/rodon/netpolicy"
 )
 
 // serveFlags are the flags of `agentd serve`.
@@ -39,13 +40,14 @@ type serveFlags struct {
 	workspaceRoot string
 	retention     time.Duration
 	heartbeat     time.Duration
+	tls           cli.TLSFlags
 }
 
 func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	var f serveFlags
 	fs := newFlagSet("serve", stderr)
 	f.register(fs)
-	fs.StringVar(&f.schedulers, "scheduler", "", "scheduler members' URLs, comma-separated (required)")
+	fs.StringVar(&f.schedulers, "scheduler", "", "scheduler members' URLs, comma-separated (required); with TLS, http:// is taken as https://")
 	fs.StringVar(&f.nodeID, "node-id", "", "this node's id (required)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7200", "IP:PORT to serve step streams on (told to the scheduler)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU cores offered to steps (default: all)")
@@ -53,6 +55,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs.StringVar(&f.workspaceRoot, "workspace-root", "", "directory of the workspaces steps name (default: DATA-DIR/workspace-store)")
 	fs.DurationVar(&f.retention, "log-retention", 24*time.Hour, "how long a finished step's output is kept")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 2*time.Second, "heartbeat interval")
+	f.tls.Register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
 	}
@@ -69,7 +72,23 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return 0, serve(ctx, f, cfg, urls, logger)
+	// SIGHUP reloads the TLS files and the platform CIDRs; caught from
+	// here on so that an early one does not kill the agent.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	id, err := pki.NewIdentity(pki.RoleAgent, string(cfg.Node))
+	if err != nil {
+		return 0, fmt.Errorf("%w: --node-id: %v", errUsage, err)
+	}
+	src, err := f.tls.Source(pki.RoleAgent, id, logger, append([]string{f.listen}, urls...)...)
+	if err != nil {
+		return 0, err
+	}
+	if urls, err = schedulerURLs(urls, src != nil); err != nil {
+		return 0, err
+	}
+	return 0, serve(ctx, f, cfg, urls, src, hup, logger)
 }
 
 func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
@@ -139,15 +158,23 @@ func hostMemory() int64 {
 	return 0
 }
 
-// serve runs the agent, its log store janitor and its HTTP server until ctx
-// ends, then stops them within a bounded time.
-func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []string, logger *slog.Logger) error {
+// serve runs the agent, its log store janitor, its control-plane denylist
+// and its HTTP server until ctx ends, then stops them within a bounded
+// time. src is nil in plaintext mode.
+func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []string, src *pki.Source, hup <-chan os.Signal, logger *slog.Logger) error {
 	f.node = string(cfg.Node)
 	rcfg := f.config()
-	if _, _, err := f.net.egressConfig(); err != nil {
+	ecfg, _, err := f.net.egressConfig()
+	if err != nil {
 		return err
 	}
+	sched, err := newSchedulerClient(urls, src)
+	if err != nil {
+		return err
+	}
+	defer sched.close()
 	egress, err := f.net.openEgress(logger)
+	var cp *agentd.ControlPlane
 	if err != nil {
 		// The node registers as degraded and gets no steps.
 		logger.Error("sandbox network unavailable", "error", err)
@@ -156,6 +183,13 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 		defer egress.Close()
 		rcfg.Network = egress
 		logger.Info("sandbox network ready", "resolvers", egress.Resolvers(), "node_addrs", egress.NodeAddrs())
+		// The control plane is denied before the first sandbox (the
+		// probe's canary) starts, and no assigned step starts before
+		// the scheduler's list of it arrived.
+		if cp, err = newControlPlane(ctx, ecfg, urls, sched, egress, logger); err != nil {
+			return err
+		}
+		sched.ready = controlPlaneReady(cp)
 	}
 	rt, err := agentd.NewRuntime(ctx, rcfg, logger)
 	if err != nil {
@@ -169,10 +203,6 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 	if err != nil {
 		return err
 	}
-	sched, err := newSchedulerClient(urls, logger)
-	if err != nil {
-		return err
-	}
 	agent, err := agentd.NewAgent(cfg, rt, sched, logs, logger)
 	if err != nil {
 		return err
@@ -181,19 +211,30 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
 	}
-	mux, err := newAgentMux(logs, agent, logger)
+	acc := access{authenticated: src != nil}
+	if src != nil {
+		// Any cluster identity may connect; the routes check roles.
+		ln = tls.NewListener(ln, src.ServerConfig(pki.AnyIdentity))
+	}
+	if cp != nil {
+		acc.seenGateway = cp.SeenGateway
+	}
+	mux, err := newAgentMux(logs, agent, acc, logger)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	// Streams end with the agent: BaseContext is ctx.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx },
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
-	if egress != nil {
+	errc := make(chan error, 4)
+	wg.Add(1)
+	go func() { defer wg.Done(); reloadOnHUP(ctx, hup, src, &f.net, cp, logger) }()
+	if cp != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); reloadPlatformOnHUP(ctx, &f.net, egress, logger) }()
+		go func() { defer wg.Done(); errc <- cp.Run(ctx) }()
 	}
 	wg.Add(3)
 	go func() { defer wg.Done(); errc <- agent.Run(ctx) }()
@@ -204,7 +245,7 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 			errc <- fmt.Errorf("serve streams: %w", err)
 		}
 	}()
-	logger.Info("agentd serving", "node", cfg.Node, "listen", cfg.Address.String(), "schedulers", urls)
+	logger.Info("agentd serving", "node", cfg.Node, "listen", cfg.Address.String(), "schedulers", urls, "tls", src != nil)
 	<-ctx.Done()
 	// Drain with a fresh, bounded context.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -223,22 +264,31 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 	return errors.Join(errs...)
 }
 
-// reloadPlatformOnHUP re-reads the platform CIDRs (--platform-cidrs and
-// --platform-file) on every SIGHUP until ctx ends and loads them into the
-// egress filter; running sandboxes get the new list at once.
-func reloadPlatformOnHUP(ctx context.Context, f *networkFlags, e *netpolicy.Egress, logger *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// reloadOnHUP, on every SIGHUP until ctx ends, reloads the TLS files (when
+// src is not nil) and re-reads the platform CIDRs (--platform-cidrs and
+// --platform-file) into the control-plane denylist (when cp is not nil);
+// running sandboxes get the new list at once. A failed reload keeps what
+// was loaded.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, src *pki.Source, f *networkFlags, cp *agentd.ControlPlane, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
 		}
+		if src != nil {
+			if err := src.Reload(); err != nil {
+				logger.Error("reload TLS files; keeping the loaded certificate", "error", err)
+			} else {
+				logger.Info("tls files reloaded", "identity", src.Identity().String(), "not_after", src.NotAfter())
+			}
+		}
+		if cp == nil {
+			continue
+		}
 		p, err := f.platformCIDRs()
 		if err == nil {
-			err = e.SetPlatform(p)
+			err = cp.SetStatic(p)
 		}
 		if err != nil {
 			logger.Error("reload platform CIDRs; keeping the old ones", "error", err)

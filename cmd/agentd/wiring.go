@@ -18,18 +18,45 @@ import (
 	"github.com/rodon-compute/rodon/agentd/stream"
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
 // schedulerClient adapts scheduler/client to the agent's Scheduler.
-type schedulerClient struct{ c *client.Client }
+type schedulerClient struct {
+	c *client.Client
+	// tr is the TLS transport, nil in plaintext mode; close releases its
+	// idle connections.
+	tr *http.Transport
+	// ready, if set, must return nil before assignments are handed to the
+	// agent: no step starts before the control-plane list is loaded.
+	ready func(ctx context.Context) error
+}
 
-func newSchedulerClient(urls []string, logger *slog.Logger) (*schedulerClient, error) {
-	c, err := client.New(joinURLs(urls), client.Options{UserAgent: "rodon-agentd"})
+// newSchedulerClient returns the agent's client of the scheduler: with src,
+// over mutual TLS to servers that are scheduler members.
+func newSchedulerClient(urls []string, src *pki.Source) (*schedulerClient, error) {
+	opts := client.Options{UserAgent: "rodon-agentd"}
+	var tr *http.Transport
+	if src != nil {
+		tr = src.Transport(pki.AllowRoles(pki.RoleMember))
+		opts.HTTPClient = &http.Client{Transport: tr}
+	}
+	c, err := client.New(joinURLs(urls), opts)
 	if err != nil {
 		return nil, err
 	}
-	return &schedulerClient{c: c}, nil
+	return &schedulerClient{c: c, tr: tr}, nil
+}
+
+func (s *schedulerClient) close() {
+	if s.tr != nil {
+		s.tr.CloseIdleConnections()
+	}
+}
+
+func (s *schedulerClient) Platform(ctx context.Context) (cluster.Platform, error) {
+	return s.c.Platform(ctx)
 }
 
 func joinURLs(urls []string) string {
@@ -63,6 +90,11 @@ func (s *schedulerClient) Heartbeat(ctx context.Context, h cluster.Heartbeat) (c
 }
 
 func (s *schedulerClient) Assignments(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (uint64, []cluster.Step, error) {
+	if s.ready != nil {
+		if err := s.ready(ctx); err != nil {
+			return 0, nil, err
+		}
+	}
 	a, err := s.c.Assignments(ctx, node, index, wait)
 	return a.Index, a.Steps, err
 }
@@ -83,16 +115,19 @@ func (s *schedulerClient) ConfirmCancel(ctx context.Context, c cluster.ConfirmCa
 	return refused(s.c.ConfirmCancel(ctx, c))
 }
 
-// newAgentMux serves step streams, TTY input, /healthz and /metrics.
-func newAgentMux(logs *logstore.Store, agent *agentd.Agent, logger *slog.Logger) (http.Handler, error) {
+// newAgentMux serves step streams, TTY input, /healthz and /metrics. With
+// acc.authenticated, streams and input are for gateways and operators
+// only; /healthz and /metrics for any cluster identity (the TLS listener
+// admits no other).
+func newAgentMux(logs *logstore.Store, agent *agentd.Agent, acc access, logger *slog.Logger) (http.Handler, error) {
 	h, err := stream.New(stream.DefaultConfig(), logs, logger)
 	if err != nil {
 		return nil, err
 	}
 	m := agent.Metrics()
 	mux := http.NewServeMux()
-	mux.Handle("/v1/steps/", h)
-	mux.Handle("POST /v1/steps/{id}/input", inputHandler(agent))
+	mux.Handle("/v1/steps/", acc.only("read step streams", h, streamRoles...))
+	mux.Handle("POST /v1/steps/{id}/input", acc.only("send terminal input", inputHandler(agent), streamRoles...))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collectors()...)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -101,7 +136,7 @@ func newAgentMux(logs *logstore.Store, agent *agentd.Agent, logger *slog.Logger)
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
-	return mux, nil
+	return acc.observe(mux), nil
 }
 
 // maxInput bounds one input message to a TTY step.
