@@ -262,7 +262,7 @@ func latency(b *strings.Builder, runs int, binDir string, maxAdded time.Duration
 		return err
 	}
 	defer os.RemoveAll(dataDir)
-	agent, err := startDaemon(binDir+"/agentd", "serve", "--scheduler", urls, "--node-id", "bench", "--data-dir", dataDir,
+	agent, err := startDaemon(binDir+"/agentd", "serve", "--plaintext", "--scheduler", urls, "--node-id", "bench", "--data-dir", dataDir,
 		"--listen", freeAddr(), "--heartbeat", "500ms", "--network", "none")
 	if err != nil {
 		return err

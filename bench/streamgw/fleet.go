@@ -136,7 +136,7 @@ func startFleet(ctx context.Context, binDir string) (*fleet, error) {
 		return f, err
 	}
 
-	if err := f.start("agentd", "agentd", "serve", "--scheduler", f.schedURL, "--node-id", f.nodeID,
+	if err := f.start("agentd", "agentd", "serve", "--plaintext", "--scheduler", f.schedURL, "--node-id", f.nodeID,
 		"--data-dir", f.agentDir, "--listen", agentAddr, "--heartbeat", "500ms", "--network", "none"); err != nil {
 		return f, err
 	}

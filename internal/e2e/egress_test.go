@@ -105,7 +105,7 @@ type attempt struct {
 // namespace and waits until the scheduler has its node as state.
 func startEgressAgent(t *testing.T, f *fleet, w *world, id, dataDir, platformFile, wantState string, wrap ...string) *proc {
 	t.Helper()
-	args := append(wrap, bin+"/agentd", "serve", "--scheduler", f.urls(),
+	args := append(wrap, bin+"/agentd", "serve", "--plaintext", "--scheduler", f.urls(),
 		"--node-id", id, "--data-dir", dataDir, "--listen", freePort(t), "--workspace-root", f.wsRoot,
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info",
 		"--network", "egress", "--node-netns", w.nodePath(), "--dns", w.resolver.String(),

@@ -40,7 +40,7 @@ func startNamedAgent(t *testing.T, f *fleet, id string) agentInfo {
 	}
 	a := agentInfo{id: id, listen: freePort(t), dataDir: t.TempDir()}
 	f.agentAddrs = append(f.agentAddrs, a.listen)
-	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--scheduler", f.urls(),
+	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--plaintext", "--scheduler", f.urls(),
 		"--node-id", id, "--data-dir", a.dataDir, "--listen", a.listen, "--workspace-root", f.wsRoot,
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info", "--network", "none"))
 	c := newClient(t, f.urls())

@@ -177,7 +177,7 @@ func startAgents(t *testing.T, f *fleet, n int) {
 		id := fmt.Sprintf("a%d", i+1)
 		listen := freePort(t)
 		f.agentAddrs = append(f.agentAddrs, listen)
-		f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--scheduler", f.urls(),
+		f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--plaintext", "--scheduler", f.urls(),
 			"--node-id", id, "--data-dir", t.TempDir(), "--listen", listen, "--workspace-root", f.wsRoot,
 			"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info", "--network", "none"))
 	}
