@@ -44,6 +44,10 @@ type ControlPlaneConfig struct {
 	// Refresh is the interval between fetches of the scheduler's list and
 	// lookups of the scheduler hosts.
 	Refresh time.Duration
+	// NodeAddrs are the node's own addresses, which the denylist holds
+	// already (reason node): left out of the platform list so that their
+	// denials keep saying node.
+	NodeAddrs []netip.Addr
 	// SeenTTL is how long the address a gateway connected from stays
 	// denied after its last request.
 	SeenTTL time.Duration
@@ -84,8 +88,9 @@ const (
 //   - the operator's static CIDRs;
 //
 // and loads the union into the PlatformSink whenever it changes, logging
-// what changed. Loopback and unspecified addresses are left out: the fixed
-// ranges deny them already. Denials of these addresses count under
+// what changed. Loopback and unspecified addresses and the node's own are
+// left out: the denylist holds them already, with a more telling reason.
+// Denials of these addresses count under
 // netpolicy.ReasonPlatform.
 //
 // Call Load before the first sandbox starts, then Run. Its methods are
@@ -125,6 +130,10 @@ func NewControlPlane(cfg ControlPlaneConfig, src PlatformSource, sink PlatformSi
 	}
 	if cfg.SeenTTL <= 0 {
 		cfg.SeenTTL = d.SeenTTL
+	}
+	cfg.NodeAddrs = slices.Clone(cfg.NodeAddrs)
+	for i, a := range cfg.NodeAddrs {
+		cfg.NodeAddrs[i] = a.WithZone("").Unmap()
 	}
 	if cfg.Lookup == nil {
 		cfg.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
@@ -287,7 +296,7 @@ func (c *ControlPlane) entries(now time.Time) map[netip.Prefix][]string {
 	out := map[netip.Prefix][]string{}
 	addAddr := func(a netip.Addr, src string) {
 		a = a.WithZone("").Unmap()
-		if a.IsValid() && !skipAddr(a) {
+		if a.IsValid() && !skipAddr(a) && !slices.Contains(c.cfg.NodeAddrs, a) {
 			p := netip.PrefixFrom(a, a.BitLen())
 			out[p] = append(out[p], src)
 		}

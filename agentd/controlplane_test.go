@@ -97,6 +97,7 @@ func TestControlPlaneMerges(t *testing.T) {
 		SchedulerHosts: []string{"11.0.0.1", "sched.example", "127.0.0.1"},
 		Pools:          pfx("10.200.0.0/16", "fd00:200::/64"),
 		Static:         pfx("203.0.113.0/24"),
+		NodeAddrs:      []netip.Addr{netip.MustParseAddr("11.0.0.11")},
 		Lookup: func(_ context.Context, host string) ([]netip.Addr, error) {
 			lookupMu.Lock()
 			defer lookupMu.Unlock()
@@ -123,6 +124,7 @@ func TestControlPlaneMerges(t *testing.T) {
 
 	// The scheduler's list adds members, nodes and gateways.
 	src.set(nil, paddr(cluster.PlatformMember, "m1", "11.0.0.1"), paddr(cluster.PlatformNode, "n2", "11.0.0.12"),
+		paddr(cluster.PlatformNode, "n1", "11.0.0.11"), // this node: denied as node already
 		paddr(cluster.PlatformGateway, "gw", "2600:1f00::20"), paddr(cluster.PlatformNode, "n1", "127.0.0.1"))
 	c.refresh(ctx)
 	want = []string{"10.200.0.0/16", "11.0.0.1/32", "11.0.0.2/32", "11.0.0.12/32", "203.0.113.0/24", "2600:1f00::2/128", "2600:1f00::20/128", "fd00:200::/64"}

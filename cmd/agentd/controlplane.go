@@ -19,6 +19,7 @@ func newControlPlane(ctx context.Context, ecfg netpolicy.EgressConfig, urls []st
 	cfg.SchedulerHosts = urlHosts(urls)
 	cfg.Pools = []netip.Prefix{ecfg.Net.Pool4, ecfg.Net.Pool6}
 	cfg.Static = ecfg.Platform
+	cfg.NodeAddrs = e.NodeAddrs()
 	cp, err := agentd.NewControlPlane(cfg, sched, e, logger)
 	if err != nil {
 		return nil, err
