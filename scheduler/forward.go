@@ -18,7 +18,10 @@ import (
 const ForwardedHeader = "X-Rodon-Forwarded-By"
 
 // forward proxies r to the leader's HTTP address, as recorded in the
-// replicated member records. Without a known leader (an election), or
+// replicated member records. With TLS the proxy dials the leader with this
+// member's certificate, accepts only a member on the other end, and names
+// the caller this member authorized in ForwardedForHeader, for the leader
+// to authorize again. Without a known leader (an election), or
 // when the leader cannot be dialled, it answers 503 no_leader, which a
 // client may retry whatever the request: nothing was applied. A failure
 // after the request reached the leader is a 502 unavailable: the change
@@ -39,12 +42,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.forwarded.Inc()
-	target := &url.URL{Scheme: "http", Host: m.HTTPAddress}
+	target := &url.URL{Scheme: s.scheme(), Host: m.HTTPAddress}
+	c, authorized := callerOf(r.Context())
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = r.Host
 			pr.Out.Header.Set(ForwardedHeader, s.cfg.ID)
+			pr.Out.Header.Del(ForwardedForHeader)
+			if authorized {
+				pr.Out.Header.Set(ForwardedForHeader, c.id.String())
+			}
 			pr.SetXForwarded()
 		},
 		Transport: s.fwd.Transport,

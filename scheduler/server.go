@@ -2,11 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/pki"
 )
 
 // Config configures a scheduler member (`scheduler serve`).
@@ -47,9 +51,16 @@ type Config struct {
 	// ShutdownTimeout bounds the wait for requests in flight when Run's
 	// context ends.
 	ShutdownTimeout time.Duration
-	// Raft holds Raft's timing; its ID, DataDir, Addr and Bootstrap are
-	// taken from the fields above.
+	// Raft holds Raft's timing; its ID, DataDir, Addr, Bootstrap and TLS
+	// are taken from the fields above.
 	Raft RaftConfig
+	// TLS is the member's certificate (identity member/ID) and the cluster
+	// CA: the HTTP API and the Raft transport speak mutual TLS 1.3 only,
+	// and every request is authorized by its caller's identity (authz.go).
+	// Nil is plaintext mode, for tests of one component: no TLS and no
+	// authentication, which New accepts only when every address is on
+	// loopback.
+	TLS *pki.Source
 }
 
 // Defaults of Config.
@@ -82,12 +93,16 @@ type Server struct {
 	raft    *Raft
 	metrics *metrics
 	handler http.Handler
-	// fwd carries forwarded writes and member health checks.
+	// fwd carries forwarded requests, joins and member health checks; with
+	// TLS it presents the member's certificate and accepts only members.
 	fwd *http.Client
 	// now is the leader's clock; tests may replace it before Run.
 	now func() time.Time
 	// loops counts the leader loops running.
 	loops atomic.Int32
+	// patterns are the routes served, in order (each has its accessTable
+	// row).
+	patterns []string
 
 	mu sync.Mutex
 	// pending holds, while this member leads, why queued steps could not
@@ -118,8 +133,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := checkHostPort(cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("scheduler: http address: %w", err)
 	}
+	if err := checkTLS(cfg); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
 	rc := cfg.Raft
-	rc.ID, rc.DataDir, rc.Addr, rc.Bootstrap = cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Bootstrap
+	rc.ID, rc.DataDir, rc.Addr, rc.Bootstrap, rc.TLS = cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Bootstrap, cfg.TLS
 	fsm := NewFSM(logger.With("member", cfg.ID))
 	r, err := NewRaft(rc, fsm, logger, RaftDeps{}) // it adds the member itself
 	if err != nil {
@@ -130,7 +148,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		logger: logger.With("component", "server", "member", cfg.ID),
 		fsm:    fsm,
 		raft:   r,
-		fwd:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}},
+		fwd:    &http.Client{Transport: memberTransport(cfg.TLS)},
 		now:    func() time.Time { return time.Now().UTC() },
 	}
 	s.metrics = newMetrics(s)
@@ -152,6 +170,82 @@ func checkHostPort(addr string) error {
 		return fmt.Errorf("%q: other members dial this address: give a specific host, not a wildcard", addr)
 	}
 	return nil
+}
+
+// checkTLS checks that a member with TLS has its own certificate, and that
+// one without (plaintext mode) listens and dials on loopback only.
+func checkTLS(cfg Config) error {
+	if cfg.TLS != nil {
+		want := pki.Identity{Role: pki.RoleMember, Name: cfg.ID}
+		if got := cfg.TLS.Identity(); got != want {
+			return fmt.Errorf("tls certificate %s names %s: want %s, this member's", cfg.TLS.Files().Cert, got, want)
+		}
+		for _, a := range cfg.Join {
+			if strings.HasPrefix(a, "http://") {
+				return fmt.Errorf("join address %s: this member speaks TLS: use https:// or HOST:PORT", a)
+			}
+		}
+		return nil
+	}
+	for _, a := range []struct{ name, addr string }{{"http address", cfg.HTTPAddr}, {"raft address", cfg.RaftAddr}} {
+		if !isLoopback(a.addr) {
+			return fmt.Errorf("%s %s is not on loopback: plaintext mode (no TLS, no authentication) is for tests on one machine; give the member its certificate (Config.TLS)", a.name, a.addr)
+		}
+	}
+	for _, a := range cfg.Join {
+		if strings.HasPrefix(a, "https://") {
+			return fmt.Errorf("join address %s: this member has no certificate (plaintext mode): use http:// or HOST:PORT", a)
+		}
+		if !isLoopback(a) {
+			return fmt.Errorf("join address %s is not on loopback: plaintext mode is for tests on one machine; give the member its certificate (Config.TLS)", a)
+		}
+	}
+	return nil
+}
+
+// isLoopback reports whether addr (HOST:PORT or a URL) names a loopback
+// host: 127.0.0.0/8, ::1 or localhost.
+func isLoopback(addr string) bool {
+	if _, rest, ok := strings.Cut(addr, "://"); ok {
+		addr, _, _ = strings.Cut(rest, "/")
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// memberTransport is the transport of a member's own requests to other
+// members: with TLS it presents the member's certificate and accepts only
+// a member on the other end.
+func memberTransport(src *pki.Source) *http.Transport {
+	if src == nil {
+		return &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}
+	}
+	return src.Transport(pki.AllowRoles(pki.RoleMember))
+}
+
+// scheme is the URL scheme of the member's HTTP API and of other members':
+// https with TLS, http in plaintext mode.
+func (s *Server) scheme() string {
+	if s.cfg.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// memberURL is the URL of addr, a member's HTTP address (HOST:PORT) or
+// URL (a --join address).
+func (s *Server) memberURL(addr string) string {
+	if strings.Contains(addr, "://") {
+		return strings.TrimSuffix(addr, "/")
+	}
+	return s.scheme() + "://" + addr
 }
 
 // Handler returns the member's HTTP API, for tests that serve it
@@ -176,6 +270,12 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("scheduler: listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
 	defer ln.Close()
+	if s.cfg.TLS != nil {
+		// Every identity of the cluster CA may connect; the route table
+		// decides what it may do. http.Server bounds the handshake with
+		// ReadHeaderTimeout.
+		ln = tls.NewListener(ln, s.cfg.TLS.ServerConfig(pki.AnyIdentity))
+	}
 
 	// Raft outlives everything else: writes in flight and the leader loops
 	// need it until they end.
@@ -193,7 +293,7 @@ func (s *Server) Run(ctx context.Context) error {
 		ErrorLog:    slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
 	g.Go(func() error {
-		s.logger.Info("serving http", "address", ln.Addr().String())
+		s.logger.Info("serving http", "address", ln.Addr().String(), "tls", s.cfg.TLS != nil)
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("scheduler: serve http: %w", err)
 		}
