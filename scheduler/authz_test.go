@@ -138,11 +138,21 @@ var matrixRows = map[string][]matrixCase{
 var pendingRoutes = []string{"GET /v1/agent/platform", "PUT /v1/gateways/{name}"}
 
 // newMatrixCluster starts one member with TLS and the fixture of
-// matrixRows, applied through Raft.
+// matrixRows.
 func newMatrixCluster(t *testing.T) *serverCluster {
 	t.Helper()
 	c := newTLSCluster(t, 1, func(cfg *Config) { cfg.NodeTTL = time.Hour })
-	m := c.members[0]
+	applyFixture(t, c)
+	return c
+}
+
+// applyFixture applies, through the leader's Raft, the fixture of
+// matrixRows: nodes n1 and n2, steps s1 running on n1, s2 running on n2, s3
+// on n1 cancelled and exited but not confirmed, record users/a and one
+// audit entry. Nodes stay ready as long as the cluster's NodeTTL.
+func applyFixture(t *testing.T, c *serverCluster) {
+	t.Helper()
+	m := c.waitLeader()
 	now := time.Now().UTC()
 	apply := func(cmds ...cluster.Command) {
 		t.Helper()
@@ -178,12 +188,21 @@ func newMatrixCluster(t *testing.T) *serverCluster {
 			ExitCode: 143, TerminatedBy: cluster.ByUser, Phases: cluster.Phases{Exited: now}}},
 		RecordPut{Kind: "users", ID: "a", Value: json.RawMessage(`{"n":0}`), At: now},
 		AuditAppend{Entry: json.RawMessage(`{"who":"fixture"}`), At: now})
-	return c
 }
 
 // send sends a request to member m as who (ROLE/NAME), with extra
 // headers, and returns the answer's status and body.
 func (c *serverCluster) send(who string, m *testServer, method, path, body string, header http.Header) (int, []byte) {
+	c.t.Helper()
+	status, b, err := c.sendWith(c.identity(who).tr, m, method, path, body, header)
+	if err != nil {
+		c.t.Fatalf("%s %s as %s: %v", method, path, who, err)
+	}
+	return status, b
+}
+
+// sendWith sends a request to member m through tr.
+func (c *serverCluster) sendWith(tr http.RoundTripper, m *testServer, method, path, body string, header http.Header) (int, []byte, error) {
 	c.t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -199,13 +218,13 @@ func (c *serverCluster) send(who string, m *testServer, method, path, body strin
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := (&http.Client{Transport: c.identity(who).tr, Timeout: 20 * time.Second}).Do(req)
+	resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Do(req)
 	if err != nil {
-		c.t.Fatalf("%s %s as %s: %v", method, path, who, err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 // clusterState is what the members replicate, and Raft's view of it: it
