@@ -151,7 +151,12 @@ func (s *Server) write(h handlerFunc) http.HandlerFunc {
 func (s *Server) catchUp(ctx context.Context) *httpError {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	var target uint64
+	// target is the leader's commit index; stateTarget its state index
+	// (the last entry its FSM applied): Raft's applied index counts the
+	// entries handed to the FSM, which may not have applied them yet, so a
+	// follower also waits until its own state is as far as the leader's,
+	// which holds every write acknowledged so far.
+	var target, stateTarget uint64
 	if s.raft.IsLeader() {
 		target = s.raft.CommitIndex()
 		if err := s.raft.VerifyLeader(ctx); err != nil {
@@ -164,10 +169,10 @@ func (s *Server) catchUp(ctx context.Context) *httpError {
 			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNoLeader,
 				msg: "cannot learn the leader's commit index for a consistent read: " + err.Error(), retryAfter: time.Second}
 		}
-		target = h.CommitIndex
+		target, stateTarget = h.CommitIndex, h.StateIndex
 	}
 	st := s.fsm.State()
-	for s.raft.AppliedIndex() < target {
+	for s.raft.AppliedIndex() < target || st.Index() < stateTarget {
 		if ctx.Err() != nil {
 			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
 				msg: fmt.Sprintf("this member has applied index %d of %d; try again", s.raft.AppliedIndex(), target), retryAfter: time.Second}
