@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,9 +34,9 @@ type Config struct {
 	// Bootstrap starts a new cluster with this member as its only voter,
 	// unless DataDir already holds Raft state (--bootstrap).
 	Bootstrap bool
-	// Join lists HTTP addresses (host:port or URLs) of existing members;
-	// the member asks them to add it as a voter until one leader accepts
-	// (--join).
+	// Join lists HTTP addresses of existing members (HOST:PORT, which is
+	// https with TLS and http without, or URLs); the member asks them to
+	// add it as a voter until one leader accepts (--join).
 	Join []string
 	// NodeTTL is how long a node may stay silent before the leader
 	// declares it down (--node-ttl).
@@ -170,82 +168,6 @@ func checkHostPort(addr string) error {
 		return fmt.Errorf("%q: other members dial this address: give a specific host, not a wildcard", addr)
 	}
 	return nil
-}
-
-// checkTLS checks that a member with TLS has its own certificate, and that
-// one without (plaintext mode) listens and dials on loopback only.
-func checkTLS(cfg Config) error {
-	if cfg.TLS != nil {
-		want := pki.Identity{Role: pki.RoleMember, Name: cfg.ID}
-		if got := cfg.TLS.Identity(); got != want {
-			return fmt.Errorf("tls certificate %s names %s: want %s, this member's", cfg.TLS.Files().Cert, got, want)
-		}
-		for _, a := range cfg.Join {
-			if strings.HasPrefix(a, "http://") {
-				return fmt.Errorf("join address %s: this member speaks TLS: use https:// or HOST:PORT", a)
-			}
-		}
-		return nil
-	}
-	for _, a := range []struct{ name, addr string }{{"http address", cfg.HTTPAddr}, {"raft address", cfg.RaftAddr}} {
-		if !isLoopback(a.addr) {
-			return fmt.Errorf("%s %s is not on loopback: plaintext mode (no TLS, no authentication) is for tests on one machine; give the member its certificate (Config.TLS)", a.name, a.addr)
-		}
-	}
-	for _, a := range cfg.Join {
-		if strings.HasPrefix(a, "https://") {
-			return fmt.Errorf("join address %s: this member has no certificate (plaintext mode): use http:// or HOST:PORT", a)
-		}
-		if !isLoopback(a) {
-			return fmt.Errorf("join address %s is not on loopback: plaintext mode is for tests on one machine; give the member its certificate (Config.TLS)", a)
-		}
-	}
-	return nil
-}
-
-// isLoopback reports whether addr (HOST:PORT or a URL) names a loopback
-// host: 127.0.0.0/8, ::1 or localhost.
-func isLoopback(addr string) bool {
-	if _, rest, ok := strings.Cut(addr, "://"); ok {
-		addr, _, _ = strings.Cut(rest, "/")
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil && a.Unmap().IsLoopback()
-}
-
-// memberTransport is the transport of a member's own requests to other
-// members: with TLS it presents the member's certificate and accepts only
-// a member on the other end.
-func memberTransport(src *pki.Source) *http.Transport {
-	if src == nil {
-		return &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}
-	}
-	return src.Transport(pki.AllowRoles(pki.RoleMember))
-}
-
-// scheme is the URL scheme of the member's HTTP API and of other members':
-// https with TLS, http in plaintext mode.
-func (s *Server) scheme() string {
-	if s.cfg.TLS != nil {
-		return "https"
-	}
-	return "http"
-}
-
-// memberURL is the URL of addr, a member's HTTP address (HOST:PORT) or
-// URL (a --join address).
-func (s *Server) memberURL(addr string) string {
-	if strings.Contains(addr, "://") {
-		return strings.TrimSuffix(addr, "/")
-	}
-	return s.scheme() + "://" + addr
 }
 
 // Handler returns the member's HTTP API, for tests that serve it
