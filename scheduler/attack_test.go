@@ -4,15 +4,20 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 )
@@ -320,4 +325,41 @@ func TestAttacks(t *testing.T) {
 		t.Errorf("RequestVote of a member for term 1 = %+v, %v; want an answer that grants nothing", resp, err)
 	}
 	c.settled()
+}
+
+// TestForwardVerifiesTheLeader: a follower forwards only to a member. With
+// the leader's HTTP address recorded as that of a server with a valid
+// certificate of another role, a forwarded write fails the handshake, is
+// answered no_leader (nothing was applied; retry), and the impostor never
+// sees the request or the caller's identity.
+func TestForwardVerifiesTheLeader(t *testing.T) {
+	c := newTLSCluster(t, 3, nil)
+	leader := c.waitLeader()
+	follower := c.follower()
+	var calls atomic.Int32
+	impostor := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	impostor.TLS = c.ca.Source(t, pki.RoleGateway, "evil").ServerConfig(pki.AnyIdentity)
+	impostor.Config.ErrorLog = log.New(io.Discard, "", 0)
+	impostor.StartTLS()
+	defer impostor.Close()
+	addr := strings.TrimPrefix(impostor.URL, "https://")
+	if _, err := leader.srv.raft.Apply(t.Context(), cluster.SetMember{ID: leader.id, RaftAddress: leader.srv.cfg.RaftAddr,
+		HTTPAddress: addr, At: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follower to learn the forged address", func() bool {
+		m, _ := follower.srv.fsm.State().Member(leader.id)
+		return m.HTTPAddress == addr
+	})
+	before := c.settled()
+	status, answer := c.send("gateway/gw", follower, "POST", "/v1/steps", unplaceable, nil)
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(answer), api.CodeNoLeader) {
+		t.Errorf("POST /v1/steps forwarded to an impostor = %d %s, want 503 no_leader", status, answer)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the impostor got %d requests, want none", n)
+	}
+	if after := c.settled(); after.String() != before.String() {
+		t.Errorf("the forwarded write changed the state:\nbefore %s\nafter  %s", before, after)
+	}
 }

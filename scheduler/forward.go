@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/rodon-compute/rodon/api"
 )
@@ -44,8 +46,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	s.metrics.forwarded.Inc()
 	target := &url.URL{Scheme: s.scheme(), Host: m.HTTPAddress}
 	c, authorized := callerOf(r.Context())
+	// sent says whether the request's headers reached the leader's
+	// connection: before that (a refused dial, a failed TLS handshake)
+	// nothing can have been applied.
+	var sent atomic.Bool
+	trace := &httptrace.ClientTrace{WroteHeaders: func() { sent.Store(true) }}
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), trace))
 			pr.SetURL(target)
 			pr.Out.Host = r.Host
 			pr.Out.Header.Set(ForwardedHeader, s.cfg.ID)
@@ -58,7 +66,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 		Transport: s.fwd.Transport,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			var op *net.OpError
-			if errors.As(err, &op) && op.Op == "dial" {
+			if errors.As(err, &op) && op.Op == "dial" || !sent.Load() {
 				writeError(w, noLeader("cannot reach the leader %s at %s: %v; retry shortly", id, m.HTTPAddress, err))
 				return
 			}
