@@ -115,6 +115,14 @@ func term(t *testing.T, m *testServer) uint64 {
 // The allowed counterparts then work, so that the refusals are the
 // boundary's, not a broken cluster's.
 func TestAttacks(t *testing.T) {
+	// silent are connections left open across the members' shutdown, which
+	// must end their handlers (checkNoServerGoroutines); closed last.
+	var silent []net.Conn
+	t.Cleanup(func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	})
 	c := newTLSCluster(t, 3, func(cfg *Config) { cfg.NodeTTL = time.Hour })
 	applyFixture(t, c)
 	leader := c.waitLeader()
@@ -251,6 +259,16 @@ func TestAttacks(t *testing.T) {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			return errors.New("the connection is still open 5s later, want it dropped")
+		}
+		return nil
+	})
+	add("a silent TCP connection to each Raft port", func() error {
+		for _, m := range c.members {
+			conn, err := net.Dial("tcp", m.srv.cfg.RaftAddr)
+			if err != nil {
+				return err
+			}
+			silent = append(silent, conn)
 		}
 		return nil
 	})
