@@ -37,6 +37,8 @@ const (
 	// CodeCapacityExhausted: no node can take the step now (see
 	// Retry-After).
 	CodeCapacityExhausted = "capacity_exhausted"
+	// CodeForbidden: the caller's identity may not take this action.
+	CodeForbidden = "forbidden"
 )
 
 // NewError returns the error body with code and message.
