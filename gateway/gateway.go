@@ -133,6 +133,9 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	if cfg.Registrar != nil && cfg.RegisterInterval <= 0 {
 		return nil, fmt.Errorf("register interval %v: want a positive duration", cfg.RegisterInterval)
 	}
+	if cfg.Registrar != nil && cfg.Name == "" {
+		return nil, errors.New("gateway name: required to register the gateway's addresses")
+	}
 	if cfg.OwnerEmail != "" {
 		if err := checkEmail(cfg.OwnerEmail); err != nil {
 			return nil, fmt.Errorf("owner email: %w", err)
