@@ -31,7 +31,7 @@ func (g *Gateway) registerLoop(ctx context.Context, ln net.Addr) {
 		case err != nil:
 			wait = min(backoff, g.cfg.RegisterInterval)
 			backoff *= 2
-			g.log.Warn("register the gateway's addresses with the scheduler", "error", err, "retry_in", wait)
+			g.log.Warn("register the gateway's addresses with the scheduler", "error", err, "retry_in", wait.String())
 		default:
 			backoff = time.Second
 			g.log.Debug("gateway addresses registered", "name", g.cfg.Name, "addresses", addrs)
