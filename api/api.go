@@ -37,8 +37,7 @@ const (
 	// CodeCapacityExhausted: no node can take the step now (see
 	// Retry-After).
 	CodeCapacityExhausted = "capacity_exhausted"
-	// CodeForbidden: the caller's identity may not do this (403); the
-	// message names the identity and the action.
+	// CodeForbidden: the caller's identity may not take this action.
 	CodeForbidden = "forbidden"
 )
 

@@ -89,9 +89,12 @@ type CancelRequest struct {
 }
 
 // StreamURL is the answer of GET /v1/steps/{id}/stream-url: where the
-// node running the step serves its output.
+// node running the step serves its output (https:// with TLS, http:// in
+// plaintext mode), and that node's id: whoever dials URL verifies the
+// server is exactly agent/NODE.
 type StreamURL struct {
-	URL string `json:"url"`
+	URL  string `json:"url"`
+	Node string `json:"node"`
 }
 
 // Duration is a time.Duration written in JSON as a Go duration string

@@ -11,6 +11,11 @@
 // the run record, so gateways may come and go without a run being lost or
 // a step submitted twice.
 //
+// Browsers and API clients reach the gateway over HTTPS (Config.TLS); plain
+// HTTP is served on loopback only. The gateway registers the addresses it
+// is reached at with the scheduler (Registrar), so that node agents deny
+// them to sandboxes.
+//
 // Provider identifiers (node names and addresses, container ids, runtime
 // names) never leave the gateway: step objects are rebuilt without them and
 // free text is scrubbed (Scrub).

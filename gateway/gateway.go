@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,8 +20,22 @@ import (
 
 // Config configures a Gateway.
 type Config struct {
-	// Listen is the HOST:PORT the API and the page are served on.
+	// Listen is the HOST:PORT the API and the page are served on. Run
+	// refuses an address that is not loopback when TLS is nil.
 	Listen string
+	// TLS, if not nil, is the configuration of the public listener:
+	// browsers and API clients then speak HTTPS (any certificate, such as
+	// a public one). Nil is plain HTTP, for loopback.
+	TLS *tls.Config
+	// Name is the gateway's name, as its certificate names it
+	// (gateway/NAME): the addresses it registers are recorded under it.
+	Name string
+	// Registrar, if not nil, is given the gateway's addresses when Run
+	// starts and every RegisterInterval after, so that node agents deny
+	// them to sandboxes.
+	Registrar Registrar
+	// RegisterInterval is how often the addresses are registered again.
+	RegisterInterval time.Duration
 	// Site is the origin browsers load the page from
 	// ("http://127.0.0.1:7300"): cookie-authenticated requests must come
 	// from it, and the cookie is Secure when it is https.
@@ -50,11 +65,13 @@ type Config struct {
 // DefaultConfig returns the defaults of `gateway serve`.
 func DefaultConfig() Config {
 	return Config{
-		Listen:         "127.0.0.1:7300",
-		Site:           "http://127.0.0.1:7300",
-		OwnerEmail:     "owner@rodon.local",
-		SessionTTL:     12 * time.Hour,
-		DriverInterval: 2 * time.Second,
+		Listen:           "127.0.0.1:7300",
+		Site:             "http://127.0.0.1:7300",
+		Name:             "gateway",
+		RegisterInterval: time.Minute,
+		OwnerEmail:       "owner@rodon.local",
+		SessionTTL:       12 * time.Hour,
+		DriverInterval:   2 * time.Second,
 	}
 }
 
@@ -110,6 +127,15 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 		return nil, fmt.Errorf("site %q: want an origin such as http://127.0.0.1:7300", cfg.Site)
 	}
 	cfg.Site = u.Scheme + "://" + u.Host
+	if cfg.TLS != nil && u.Scheme != "https" {
+		return nil, fmt.Errorf("site %q: the gateway serves HTTPS, so browsers load it from https://", cfg.Site)
+	}
+	if cfg.Registrar != nil && cfg.RegisterInterval <= 0 {
+		return nil, fmt.Errorf("register interval %v: want a positive duration", cfg.RegisterInterval)
+	}
+	if cfg.Registrar != nil && cfg.Name == "" {
+		return nil, errors.New("gateway name: required to register the gateway's addresses")
+	}
 	if cfg.OwnerEmail != "" {
 		if err := checkEmail(cfg.OwnerEmail); err != nil {
 			return nil, fmt.Errorf("owner email: %w", err)
@@ -152,11 +178,31 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.cfg.Listen, err)
 	}
+	if g.cfg.TLS == nil && !isLoopback(ln.Addr()) {
+		ln.Close()
+		return fmt.Errorf("listen on %s: %w", ln.Addr(), ErrPlainPublic)
+	}
 	return g.Serve(ctx, ln)
 }
 
-// Serve is Run on a listener it closes.
+// ErrPlainPublic is returned by Run for a listen address that is not
+// loopback without TLS: browsers would send passwords and session cookies
+// in the clear.
+var ErrPlainPublic = errors.New("not a loopback address, and plain HTTP would carry passwords and session cookies in the clear: give the gateway a certificate")
+
+// isLoopback reports whether a is a loopback TCP address.
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.AddrPort().Addr().Unmap().IsLoopback()
+}
+
+// Serve is Run on a listener it closes; with cfg.TLS it serves HTTPS on
+// it.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	addr := ln.Addr()
+	if g.cfg.TLS != nil {
+		ln = tls.NewListener(ln, g.cfg.TLS)
+	}
 	srv := &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -182,6 +228,12 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	})
 	eg.Go(func() error { return g.driver.Run(ctx) })
+	if g.cfg.Registrar != nil {
+		eg.Go(func() error {
+			g.registerLoop(ctx, addr)
+			return nil
+		})
+	}
 	if g.cfg.OwnerEmail != "" {
 		eg.Go(func() error {
 			g.bootstrapLoop(ctx)

@@ -20,7 +20,10 @@ const IndexHeader = "X-Rodon-Index"
 // through s.write, which forwards them to the leader when this member is
 // not it; reads are served from this member's state.
 func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
+	root := http.NewServeMux()
+	// Every route goes through mux, which serves it behind its row of
+	// accessTable (authz.go).
+	mux := &router{s: s, mux: root}
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.Handle("GET /metrics", s.metrics.handler())
 
@@ -58,8 +61,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/audit", s.read(s.handleAudit))
 	s.platformRoutes(mux)
 
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
-	return s.metrics.instrument(mux)
+	// A path no route matches is answered to anyone: it does nothing.
+	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(root, w, r) })
+	return s.metrics.instrument(root)
 }
 
 // noRoute answers a request no pattern matched: 405 with Allow when the
@@ -108,6 +112,10 @@ func (s *Server) read(h handlerFunc) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
+		if err := s.authorizeState(r); err != nil {
+			s.refuse(w, r, r.Pattern, err)
+			return
+		}
 		if err := h(w, r); err != nil {
 			writeError(w, errorOf(err))
 		}
@@ -122,6 +130,10 @@ func (s *Server) write(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.raft.IsLeader() {
 			s.forward(w, r)
+			return
+		}
+		if err := s.authorizeState(r); err != nil {
+			s.refuse(w, r, r.Pattern, err)
 			return
 		}
 		r = r.WithContext(context.WithoutCancel(r.Context()))
@@ -140,7 +152,12 @@ func (s *Server) write(h handlerFunc) http.HandlerFunc {
 func (s *Server) catchUp(ctx context.Context) *httpError {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	var target uint64
+	// target is the leader's commit index; stateTarget its state index
+	// (the last entry its FSM applied): Raft's applied index counts the
+	// entries handed to the FSM, which may not have applied them yet, so a
+	// follower also waits until its own state is as far as the leader's,
+	// which holds every write acknowledged so far.
+	var target, stateTarget uint64
 	if s.raft.IsLeader() {
 		target = s.raft.CommitIndex()
 		if err := s.raft.VerifyLeader(ctx); err != nil {
@@ -153,10 +170,10 @@ func (s *Server) catchUp(ctx context.Context) *httpError {
 			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNoLeader,
 				msg: "cannot learn the leader's commit index for a consistent read: " + err.Error(), retryAfter: time.Second}
 		}
-		target = h.CommitIndex
+		target, stateTarget = h.CommitIndex, h.StateIndex
 	}
 	st := s.fsm.State()
-	for s.raft.AppliedIndex() < target {
+	for s.raft.AppliedIndex() < target || st.Index() < stateTarget {
 		if ctx.Err() != nil {
 			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
 				msg: fmt.Sprintf("this member has applied index %d of %d; try again", s.raft.AppliedIndex(), target), retryAfter: time.Second}

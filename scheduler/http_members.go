@@ -95,7 +95,7 @@ func (s *Server) askHealth(ctx context.Context, addr, q string) (api.Health, err
 	var h api.Health
 	ctx, cancel := context.WithTimeout(ctx, memberHealthTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz"+q, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.memberURL(addr)+"/healthz"+q, nil)
 	if err != nil {
 		return h, err
 	}

@@ -16,11 +16,11 @@ import (
 //	GET /v1/agent/platform      every member, node and gateway address (role agent)
 //	PUT /v1/gateways/{name}     a gateway records its own addresses (role gateway, name = the certificate's)
 //
-// Who may call them is the route authorization table's to decide; these
-// handlers only check what is sent.
+// Who may call them is accessTable's to decide (authz.go); these handlers
+// only check what is sent.
 
 // platformRoutes adds the platform routes to mux.
-func (s *Server) platformRoutes(mux *http.ServeMux) {
+func (s *Server) platformRoutes(mux *router) {
 	mux.HandleFunc("GET /v1/agent/platform", s.read(s.handlePlatform))
 	mux.HandleFunc("PUT /v1/gateways/{name}", s.write(s.handlePutGateway))
 }

@@ -133,8 +133,10 @@ func (s *Server) handleStreamURL(w http.ResponseWriter, r *http.Request) error {
 	if !ok || !n.Address.IsValid() {
 		return notFound("step %s ran on node %s, which the scheduler no longer knows", id, step.Node)
 	}
-	u := url.URL{Scheme: "http", Host: n.Address.String(), Path: "/v1/steps/" + string(id) + "/stream"}
-	writeIndexed(w, http.StatusOK, st.Index(), api.StreamURL{URL: u.String()})
+	// The agent serves TLS when the cluster does: whoever dials the URL
+	// verifies the server is exactly agent/NODE.
+	u := url.URL{Scheme: s.scheme(), Host: n.Address.String(), Path: "/v1/steps/" + string(id) + "/stream"}
+	writeIndexed(w, http.StatusOK, st.Index(), api.StreamURL{URL: u.String(), Node: string(step.Node)})
 	return nil
 }
 

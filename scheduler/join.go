@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
@@ -47,13 +46,9 @@ func (s *Server) join(ctx context.Context) {
 
 // joinVia sends the join request to the member at addr.
 func (s *Server) joinVia(ctx context.Context, addr string, body []byte) error {
-	u := addr
-	if !strings.Contains(u, "://") {
-		u = "http://" + u
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(u, "/")+"/v1/members/join", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.memberURL(addr)+"/v1/members/join", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ type metrics struct {
 	duration  *prometheus.HistogramVec
 	placement prometheus.Histogram
 	forwarded prometheus.Counter
+	forbidden *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -44,8 +45,12 @@ func newMetrics(s *Server) *metrics {
 			Name: "rodon_scheduler_forwarded_requests_total",
 			Help: "Requests this member forwarded to the leader.",
 		}),
+		forbidden: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rodon_scheduler_http_forbidden_total",
+			Help: "Requests refused (403) because the caller's identity may not take the route, by the caller's role and route pattern.",
+		}, []string{"role", "route"}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.placement, m.forwarded, stateCollector{s},
+	m.reg.MustRegister(m.requests, m.duration, m.placement, m.forwarded, m.forbidden, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

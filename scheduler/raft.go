@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/raftlog"
 )
 
@@ -30,6 +31,9 @@ type RaftConfig struct {
 	// Bootstrap starts a new cluster with this member as its only voter,
 	// unless DataDir already holds Raft state (then it does nothing).
 	Bootstrap bool
+	// TLS is the member's certificate: the transport built on Addr speaks
+	// mutual TLS with members only. Nil is plain TCP (plaintext mode).
+	TLS *pki.Source
 
 	// Raft timing; see hashicorp/raft's Config.
 	HeartbeatTimeout   time.Duration
@@ -67,8 +71,8 @@ func DefaultRaftConfig() RaftConfig {
 	}
 }
 
-// RaftDeps are what Run otherwise builds from RaftConfig: a TCP transport
-// on Addr, a BoltDB log and stable store and a file snapshot store under
+// RaftDeps are what Run otherwise builds from RaftConfig: a TCP (TLS)
+// transport on Addr, a BoltDB log and stable store and a file snapshot store under
 // DataDir. A nil field is built; a given one stays its caller's to close.
 // Tests pass raft's in-memory transport and stores.
 type RaftDeps struct {
@@ -174,7 +178,7 @@ func (r *Raft) Run(ctx context.Context) (err error) {
 		d.Snapshots = snaps
 	}
 	if d.Transport == nil {
-		stream, err := listenRaft(r.cfg.Addr)
+		stream, err := listenRaft(r.cfg.Addr, r.cfg.TLS)
 		if err != nil {
 			return fmt.Errorf("raft: listen on %s: %w", r.cfg.Addr, err)
 		}

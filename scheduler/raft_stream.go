@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,26 +9,38 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/rodon-compute/rodon/internal/pki"
 )
 
-// tcpStream is Raft's TCP stream layer, as raft.TCPStreamLayer, but it
-// keeps the connections it accepted and closes them when it is closed.
-// hashicorp/raft's transport closes only its listener: a connection a peer
-// keeps in its pool would otherwise hold a handler goroutine until the peer
-// closes it.
-type tcpStream struct {
-	ln net.Listener
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+// raftStream is Raft's stream layer: mutual TLS 1.3 between members, both
+// sides requiring a member certificate of the cluster CA (as Nomad and
+// Consul run hashicorp/raft's NetworkTransport over TLS), or plain TCP in
+// plaintext mode. A connection whose handshake fails (a raw TCP client, a
+// certificate of another CA or role) fails on its first read: the
+// transport's handler drops it, and nothing of it reaches Raft.
+//
+// It keeps the TCP connections it accepted and closes them when it is
+// closed. hashicorp/raft's transport closes only its listener: a connection
+// a peer keeps in its pool, or one stuck in its handshake, would otherwise
+// hold a handler goroutine until the peer closes it.
+type raftStream struct {
+	// ln accepts the connections Raft reads: tracked's, wrapped in TLS
+	// unless in plaintext mode.
+	ln      net.Listener
+	tracked *trackingListener
+	// src is the member's TLS; nil in plaintext mode.
+	src *pki.Source
 }
 
-var _ raft.StreamLayer = (*tcpStream)(nil)
+var _ raft.StreamLayer = (*raftStream)(nil)
+
+// raftPeers is who may be on the other end of a Raft connection.
+var raftPeers = pki.AllowRoles(pki.RoleMember)
 
 // listenRaft listens on addr, which must name a host the other members
-// can dial (it is advertised as is).
-func listenRaft(addr string) (*tcpStream, error) {
+// can dial (it is advertised as is), with TLS from src (nil: plain TCP).
+func listenRaft(addr string, src *pki.Source) (*raftStream, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -36,36 +49,70 @@ func listenRaft(addr string) (*tcpStream, error) {
 		ln.Close()
 		return nil, fmt.Errorf("address %s is not advertisable: give a specific host", addr)
 	}
-	return &tcpStream{ln: ln, conns: make(map[net.Conn]struct{})}, nil
+	tl := &trackingListener{Listener: ln, conns: make(map[*trackedConn]struct{})}
+	s := &raftStream{ln: tl, tracked: tl, src: src}
+	if src != nil {
+		s.ln = src.Listen(tl, raftPeers)
+	}
+	return s, nil
 }
 
-// Accept implements net.Listener.
-func (s *tcpStream) Accept() (net.Conn, error) {
-	c, err := s.ln.Accept()
+// Accept implements net.Listener. With TLS, the handshake happens on the
+// connection's first read, in the transport's handler goroutine.
+func (s *raftStream) Accept() (net.Conn, error) { return s.ln.Accept() }
+
+// Close closes the listener and every accepted connection still open.
+func (s *raftStream) Close() error { return s.tracked.Close() }
+
+// Addr implements net.Listener: the advertised address.
+func (s *raftStream) Addr() net.Addr { return s.tracked.Addr() }
+
+// Dial implements raft.StreamLayer: with TLS, the handshake completes
+// within timeout and the peer must be a member.
+func (s *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.src == nil {
+		d := net.Dialer{Timeout: timeout}
+		return d.Dial("tcp", string(address))
+	}
+	return s.src.Dial(context.Background(), string(address), timeout, raftPeers)
+}
+
+// trackingListener keeps the connections it accepted until they are
+// closed, and closes those left when it is closed.
+type trackingListener struct {
+	net.Listener
+
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
 		c.Close()
 		return nil, net.ErrClosed
 	}
-	tc := &trackedConn{Conn: c, s: s}
-	s.conns[tc] = struct{}{}
+	tc := &trackedConn{Conn: c, l: l}
+	l.conns[tc] = struct{}{}
 	return tc, nil
 }
 
 // Close closes the listener and every accepted connection still open.
-func (s *tcpStream) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	conns := s.conns
-	s.conns = nil
-	s.mu.Unlock()
-	err := s.ln.Close()
+func (l *trackingListener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	err := l.Listener.Close()
 	for c := range conns {
-		c.(*trackedConn).Conn.Close()
+		c.Conn.Close()
 	}
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
@@ -73,25 +120,16 @@ func (s *tcpStream) Close() error {
 	return err
 }
 
-// Addr implements net.Listener: the advertised address.
-func (s *tcpStream) Addr() net.Addr { return s.ln.Addr() }
-
-// Dial implements raft.StreamLayer.
-func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	return d.Dial("tcp", string(address))
-}
-
 // trackedConn forgets itself when closed.
 type trackedConn struct {
 	net.Conn
-	s *tcpStream
+	l *trackingListener
 }
 
 func (c *trackedConn) Close() error {
-	c.s.mu.Lock()
-	delete(c.s.conns, c)
-	c.s.mu.Unlock()
+	c.l.mu.Lock()
+	delete(c.l.conns, c)
+	c.l.mu.Unlock()
 	return c.Conn.Close()
 }
 
@@ -100,7 +138,7 @@ func (c *trackedConn) Close() error {
 // listener and the accepted connections.
 type closeTransport struct {
 	tr     *raft.NetworkTransport
-	stream *tcpStream
+	stream *raftStream
 }
 
 func (c closeTransport) Close() error {

@@ -6,6 +6,13 @@
 // the leader loops that place steps, declare silent nodes down, enforce
 // drain deadlines and expire the queue).
 //
+// Members speak mutual TLS 1.3 with member certificates, over HTTP and the
+// Raft transport, and authorize every request by the identity of its
+// caller's certificate (authz.go, accessTable): an agent only for its own
+// node, the gateway for records, audit and steps, operators for what
+// schedctl offers. Without a certificate a member runs in plaintext mode,
+// on loopback only, and checks nothing.
+//
 // Writes are cluster.Commands: the leader chooses every time and ID, encodes
 // the command as a log entry and applies it through Raft.Apply; every member
 // applies the same entries in the same order to its FSM. Reads go to a

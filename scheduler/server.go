@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/pki"
 )
 
 // Config configures a scheduler member (`scheduler serve`).
@@ -32,9 +34,9 @@ type Config struct {
 	// Bootstrap starts a new cluster with this member as its only voter,
 	// unless DataDir already holds Raft state (--bootstrap).
 	Bootstrap bool
-	// Join lists HTTP addresses (host:port or URLs) of existing members;
-	// the member asks them to add it as a voter until one leader accepts
-	// (--join).
+	// Join lists HTTP addresses of existing members (HOST:PORT, which is
+	// https with TLS and http without, or URLs); the member asks them to
+	// add it as a voter until one leader accepts (--join).
 	Join []string
 	// NodeTTL is how long a node may stay silent before the leader
 	// declares it down (--node-ttl).
@@ -47,9 +49,16 @@ type Config struct {
 	// ShutdownTimeout bounds the wait for requests in flight when Run's
 	// context ends.
 	ShutdownTimeout time.Duration
-	// Raft holds Raft's timing; its ID, DataDir, Addr and Bootstrap are
-	// taken from the fields above.
+	// Raft holds Raft's timing; its ID, DataDir, Addr, Bootstrap and TLS
+	// are taken from the fields above.
 	Raft RaftConfig
+	// TLS is the member's certificate (identity member/ID) and the cluster
+	// CA: the HTTP API and the Raft transport speak mutual TLS 1.3 only,
+	// and every request is authorized by its caller's identity (authz.go).
+	// Nil is plaintext mode, for tests of one component: no TLS and no
+	// authentication, which New accepts only when every address is on
+	// loopback.
+	TLS *pki.Source
 }
 
 // Defaults of Config.
@@ -82,12 +91,16 @@ type Server struct {
 	raft    *Raft
 	metrics *metrics
 	handler http.Handler
-	// fwd carries forwarded writes and member health checks.
+	// fwd carries forwarded requests, joins and member health checks; with
+	// TLS it presents the member's certificate and accepts only members.
 	fwd *http.Client
 	// now is the leader's clock; tests may replace it before Run.
 	now func() time.Time
 	// loops counts the leader loops running.
 	loops atomic.Int32
+	// patterns are the routes served, in order (each has its accessTable
+	// row).
+	patterns []string
 
 	mu sync.Mutex
 	// pending holds, while this member leads, why queued steps could not
@@ -118,8 +131,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := checkHostPort(cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("scheduler: http address: %w", err)
 	}
+	if err := checkTLS(cfg); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
 	rc := cfg.Raft
-	rc.ID, rc.DataDir, rc.Addr, rc.Bootstrap = cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Bootstrap
+	rc.ID, rc.DataDir, rc.Addr, rc.Bootstrap, rc.TLS = cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Bootstrap, cfg.TLS
 	fsm := NewFSM(logger.With("member", cfg.ID))
 	r, err := NewRaft(rc, fsm, logger, RaftDeps{}) // it adds the member itself
 	if err != nil {
@@ -130,7 +146,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		logger: logger.With("component", "server", "member", cfg.ID),
 		fsm:    fsm,
 		raft:   r,
-		fwd:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}},
+		fwd:    &http.Client{Transport: memberTransport(cfg.TLS)},
 		now:    func() time.Time { return time.Now().UTC() },
 	}
 	s.metrics = newMetrics(s)
@@ -176,6 +192,12 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("scheduler: listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
 	defer ln.Close()
+	if s.cfg.TLS != nil {
+		// Every identity of the cluster CA may connect; the route table
+		// decides what it may do. http.Server bounds the handshake with
+		// ReadHeaderTimeout.
+		ln = tls.NewListener(ln, s.cfg.TLS.ServerConfig(pki.AnyIdentity))
+	}
 
 	// Raft outlives everything else: writes in flight and the leader loops
 	// need it until they end.
@@ -193,7 +215,7 @@ func (s *Server) Run(ctx context.Context) error {
 		ErrorLog:    slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
 	g.Go(func() error {
-		s.logger.Info("serving http", "address", ln.Addr().String())
+		s.logger.Info("serving http", "address", ln.Addr().String(), "tls", s.cfg.TLS != nil)
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("scheduler: serve http: %w", err)
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/pki"
+	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -25,16 +27,30 @@ type testServer struct {
 	done chan error
 }
 
-func (m *testServer) url() string { return "http://" + m.srv.cfg.HTTPAddr }
+func (m *testServer) url() string { return m.srv.scheme() + "://" + m.srv.cfg.HTTPAddr }
 
 // serverCluster is an in-process scheduler cluster of Servers over real
-// TCP (Raft and HTTP), started with Run and stopped by cancelling it.
+// TCP (Raft and HTTP), started with Run and stopped by cancelling it. With
+// a CA its members speak mutual TLS (HTTP and Raft), each with its member
+// certificate; without, they run in plaintext mode.
 type serverCluster struct {
 	t       *testing.T
 	members []*testServer
-	// transport carries the test clients' requests; closed at cleanup so
-	// no connection goroutine outlives the test.
+	// transport carries the test clients' requests in plaintext mode;
+	// closed at cleanup so no connection goroutine outlives the test.
 	transport *http.Transport
+	// ca issues the members' and the test clients' certificates; nil in
+	// plaintext mode.
+	ca *pkitest.CA
+	// as are the test clients' identities, by ROLE/NAME.
+	as map[string]*identity
+}
+
+// identity is a test client's certificate and the transport that presents
+// it (accepting only members on the other end).
+type identity struct {
+	src *pki.Source
+	tr  *http.Transport
 }
 
 // serverConfig is a member's configuration with timings fit for a test.
@@ -55,11 +71,26 @@ func serverConfig(t *testing.T, id string) Config {
 // is left.
 func newServerCluster(t *testing.T, n int, edit func(*Config)) *serverCluster {
 	t.Helper()
+	return startServerCluster(t, nil, n, edit)
+}
+
+// newTLSCluster is newServerCluster with mutual TLS: a fresh cluster CA
+// issues every member its certificate.
+func newTLSCluster(t *testing.T, n int, edit func(*Config)) *serverCluster {
+	t.Helper()
+	return startServerCluster(t, pkitest.New(t), n, edit)
+}
+
+func startServerCluster(t *testing.T, ca *pkitest.CA, n int, edit func(*Config)) *serverCluster {
+	t.Helper()
 	checkNoServerGoroutines(t)
-	c := &serverCluster{t: t, transport: newTestTransport(t)}
+	c := &serverCluster{t: t, transport: newTestTransport(t), ca: ca, as: make(map[string]*identity)}
 	var first string
 	for i := range n {
 		cfg := serverConfig(t, fmt.Sprintf("m%d", i))
+		if ca != nil {
+			cfg.TLS = ca.Source(t, pki.RoleMember, cfg.ID)
+		}
 		if i == 0 {
 			cfg.Bootstrap = true
 			first = cfg.HTTPAddr
@@ -169,8 +200,58 @@ func (c *serverCluster) client(of ...*testServer) *client.Client {
 	for _, m := range of {
 		urls = append(urls, m.url())
 	}
+	if c.ca != nil {
+		return c.clientAs("operator/ops", of...)
+	}
 	cl, err := client.New(strings.Join(urls, ","), client.Options{
 		HTTPClient: &http.Client{Transport: c.transport},
+		RetryFor:   5 * time.Second,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// identity returns the test client identity who (ROLE/NAME), issuing its
+// certificate the first time. A member's own identity is its Source.
+func (c *serverCluster) identity(who string) *identity {
+	c.t.Helper()
+	if id, ok := c.as[who]; ok {
+		return id
+	}
+	pid, err := pki.ParseIdentity(who)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var src *pki.Source
+	for _, m := range c.members {
+		if m.srv.cfg.TLS != nil && m.srv.cfg.TLS.Identity() == pid {
+			src = m.srv.cfg.TLS
+		}
+	}
+	if src == nil {
+		src = c.ca.Source(c.t, pid.Role, pid.Name)
+	}
+	id := &identity{src: src, tr: src.Transport(pki.AllowRoles(pki.RoleMember))}
+	c.t.Cleanup(id.tr.CloseIdleConnections)
+	c.as[who] = id
+	return id
+}
+
+// clientAs returns a TLS client of the given members (all when none) with
+// the certificate of who (ROLE/NAME).
+func (c *serverCluster) clientAs(who string, of ...*testServer) *client.Client {
+	c.t.Helper()
+	if len(of) == 0 {
+		of = c.members
+	}
+	var urls []string
+	for _, m := range of {
+		urls = append(urls, m.url())
+	}
+	cl, err := client.New(strings.Join(urls, ","), client.Options{
+		HTTPClient: &http.Client{Transport: c.identity(who).tr},
 		RetryFor:   5 * time.Second,
 	})
 	if err != nil {

@@ -25,11 +25,20 @@ func stepRequest(idempotent bool) api.StepRequest {
 
 // TestServerStepLifecycle submits through a follower (which forwards to
 // the leader) and plays an agent through the client: assignments long
-// poll, phases, exit, then the cancel flow.
+// poll, phases, exit, then the cancel flow. With TLS, the gateway submits
+// and reads, and agent n1 reports.
 func TestServerStepLifecycle(t *testing.T) {
-	c := newServerCluster(t, 3, nil)
-	viaFollower := c.client(c.follower())
-	all := c.client()
+	t.Run("plaintext", func(t *testing.T) {
+		c := newServerCluster(t, 3, nil)
+		testStepLifecycle(t, c.client(c.follower()), c.client(), "http")
+	})
+	t.Run("tls", func(t *testing.T) {
+		c := newTLSCluster(t, 3, nil)
+		testStepLifecycle(t, c.clientAs("gateway/gw", c.follower()), c.clientAs("agent/n1"), "https")
+	})
+}
+
+func testStepLifecycle(t *testing.T, viaFollower, all *client.Client, scheme string) {
 	a := newAgent(t, all, "n1", 4, 8*gib)
 
 	// The agent's first poll answers at once; the next one blocks until
@@ -78,7 +87,7 @@ func TestServerStepLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitStep(t, all, s2.ID, "placed", stateIs("placed"))
+	waitStep(t, viaFollower, s2.ID, "placed", stateIs("placed"))
 	a.run(s2.ID, 1)
 	cs, err := viaFollower.CancelStep(t.Context(), s2.ID, "user asked")
 	if err != nil || cs.Cancel == nil || cs.Cancel.RequestedAt.IsZero() || !cs.Cancel.ConfirmedAt.IsZero() || cs.State != "running" {
@@ -89,22 +98,22 @@ func TestServerStepLifecycle(t *testing.T) {
 		t.Fatalf("Assignments(n1) after cancel = %+v, %v; want %s with its cancel", asg, err, s2.ID)
 	}
 	a.exit(s2.ID, 1, cluster.StateCancelled, 143, cluster.ByUser)
-	if s, _ := all.Step(t.Context(), s2.ID); s.State != "cancelled" || s.Cancel == nil || !s.Cancel.ConfirmedAt.IsZero() {
+	if s, _ := viaFollower.Step(t.Context(), s2.ID); s.State != "cancelled" || s.Cancel == nil || !s.Cancel.ConfirmedAt.IsZero() {
 		t.Errorf("Step(%s) after the exit = %+v, want cancelled and the cancel not yet confirmed", s2.ID, s)
 	}
 	err = all.ConfirmCancel(t.Context(), cluster.ConfirmCancel{Step: cluster.StepID(s2.ID), Node: "n1", Attempt: 1})
 	if err != nil {
 		t.Fatalf("ConfirmCancel(%s) = %v", s2.ID, err)
 	}
-	s, _ = all.Step(t.Context(), s2.ID)
+	s, _ = viaFollower.Step(t.Context(), s2.ID)
 	if s.Cancel == nil || s.Cancel.ConfirmedAt.IsZero() || s.Cancel.ConfirmedAt.Before(s.Cancel.RequestedAt) {
 		t.Errorf("Step(%s) after confirmation = %+v, want the cancel confirmed after it was requested", s2.ID, s.Cancel)
 	}
 
 	// Where the output is.
-	u, err := viaFollower.StreamURL(t.Context(), s2.ID)
-	if want := "http://127.0.0.1:7200/v1/steps/" + s2.ID + "/stream"; err != nil || u != want {
-		t.Errorf("StreamURL(%s) = %q, %v; want %q", s2.ID, u, err, want)
+	u, err := viaFollower.StreamLocation(t.Context(), s2.ID)
+	if want := (api.StreamURL{URL: scheme + "://127.0.0.1:7200/v1/steps/" + s2.ID + "/stream", Node: "n1"}); err != nil || u != want {
+		t.Errorf("StreamLocation(%s) = %+v, %v; want %+v", s2.ID, u, err, want)
 	}
 	list, err := viaFollower.Steps(t.Context(), client.StepFilter{State: "cancelled", Node: "n1"})
 	if err != nil || len(list) != 1 || list[0].ID != s2.ID {
@@ -215,9 +224,11 @@ func TestServerDrain(t *testing.T) {
 	waitStep(t, cl, waiting.ID, "placed after the undrain", stateIs("placed"))
 }
 
-// TestServerMembers lists the members and removes one.
+// TestServerMembers lists the members and removes one, with TLS: the
+// members joined over it, ask each other's health over it, and the
+// operator's removal is forwarded over it.
 func TestServerMembers(t *testing.T) {
-	c := newServerCluster(t, 3, nil)
+	c := newTLSCluster(t, 3, nil)
 	cl := c.client()
 	ms, err := cl.Members(t.Context())
 	if err != nil {

@@ -18,8 +18,10 @@ RODON_CONTAINERD_STATE=/run/rodon/containerd
 RODON_CONTAINERD_LOG=/var/log/rodon/containerd.log
 RODON_CONTAINERD_PID=/run/rodon/containerd.pid
 
-# Go lives outside the default PATH of a root shell on these machines.
-for d in /usr/local/go/bin /root/go/bin; do
+# Go lives outside the default PATH of a root shell on these machines. Not
+# ~/go/bin: nothing of Rodon is installed there, and a tool found there would
+# hide a missing install step (scripts/hand-installed reports it).
+for d in /usr/local/go/bin; do
 	case ":$PATH:" in *":$d:"*) ;; *) [[ -d $d ]] && PATH="$PATH:$d" ;; esac
 done
 export PATH

@@ -76,22 +76,31 @@ func joinRoles(roles []pki.Role) string {
 	return strings.Join(s, " or ")
 }
 
-// schedulerURLs returns the --scheduler URLs as the client dials them.
-// With TLS every one is https: an http:// URL is taken as https://, since
-// the certificates, not the scheme, decide that the connection is
-// authenticated. With --plaintext an https:// URL is refused (no
-// certificate to present).
-func schedulerURLs(urls []string, tls bool) ([]string, error) {
-	out := make([]string, len(urls))
-	for i, u := range urls {
+// schedulerURLs checks the --scheduler URLs and returns them as the
+// client dials them: a bare HOST:PORT gets https:// (http:// with
+// --plaintext); with TLS an http:// URL is refused, and with --plaintext
+// an https:// one, as schedctl and the gateway do.
+func schedulerURLs(urls []string, useTLS bool) ([]string, error) {
+	out := make([]string, 0, len(urls))
+	for _, a := range urls {
+		a = strings.TrimSpace(a)
+		scheme, rest, ok := strings.Cut(a, "://")
 		switch {
-		case tls && strings.HasPrefix(u, "http://"):
-			out[i] = "https://" + strings.TrimPrefix(u, "http://")
-		case !tls && strings.HasPrefix(u, "https://"):
-			return nil, fmt.Errorf("%w: --scheduler %q: https needs this agent's certificate: drop --plaintext", errUsage, u)
-		default:
-			out[i] = u
+		case !ok && useTLS:
+			a = "https://" + a
+		case !ok:
+			a = "http://" + a
+		case scheme == "http" && useTLS:
+			return nil, fmt.Errorf("%w: --scheduler %s is plain HTTP: write https://%s (agentd speaks TLS to the scheduler), "+
+				"or pass --plaintext for a scheduler started with --plaintext", errUsage, a, rest)
+		case scheme == "https" && !useTLS:
+			return nil, fmt.Errorf("%w: --scheduler %s is HTTPS, but --plaintext leaves agentd without a certificate: "+
+				"drop --plaintext, or write http://%s", errUsage, a, rest)
 		}
+		if u, err := url.Parse(a); err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("%w: --scheduler %q: want https://HOST:PORT", errUsage, a)
+		}
+		out = append(out, a)
 	}
 	return out, nil
 }

@@ -143,7 +143,7 @@ func TestServeRefusesPlaintext(t *testing.T) {
 		{[]string{"--plaintext", "--listen", "11.0.0.1:7200", "--scheduler", "http://127.0.0.1:7100"}, "--plaintext: 11.0.0.1:7200 is not a loopback address"},
 		{[]string{"--plaintext", "--listen", "127.0.0.1:7200", "--scheduler", "http://11.0.0.1:7100"}, "--plaintext: http://11.0.0.1:7100 is not a loopback address"},
 		{[]string{"--plaintext", "--listen", "127.0.0.1:7200", "--scheduler", "https://127.0.0.1:7100"}, "drop --plaintext"},
-		{[]string{"--tls-dir", t.TempDir(), "--listen", "11.0.0.1:7200", "--scheduler", "http://11.0.0.1:7100"}, "--tls-dir"},
+		{[]string{"--tls-dir", t.TempDir(), "--listen", "11.0.0.1:7200", "--scheduler", "https://11.0.0.1:7100"}, "--tls-dir"},
 	} {
 		code, _, stderr := runAgentd(t, append(base, tt.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tt.want) {
@@ -153,9 +153,22 @@ func TestServeRefusesPlaintext(t *testing.T) {
 }
 
 func TestSchedulerURLs(t *testing.T) {
-	got, err := schedulerURLs([]string{"http://a:1", "https://b:2"}, true)
-	if err != nil || strings.Join(got, ",") != "https://a:1,https://b:2" {
-		t.Errorf("schedulerURLs(TLS) = %v, %v; want both https", got, err)
+	for _, tc := range []struct {
+		urls    []string
+		tls     bool
+		want    string
+		wantErr string
+	}{
+		{[]string{"a:1", "https://b:2"}, true, "https://a:1,https://b:2", ""},
+		{[]string{"a:1", "http://b:2"}, false, "http://a:1,http://b:2", ""},
+		{[]string{"http://a:1"}, true, "", "write https://a:1"},
+		{[]string{"https://a:1"}, false, "", "drop --plaintext"},
+		{[]string{"https://"}, true, "", "want https://HOST:PORT"},
+	} {
+		got, err := schedulerURLs(tc.urls, tc.tls)
+		if strings.Join(got, ",") != tc.want || tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("schedulerURLs(%q, tls %v) = %v, %v; want %q, error %q", tc.urls, tc.tls, got, err, tc.want, tc.wantErr)
+		}
 	}
 	if got := urlHosts([]string{"https://a:1", "http://[2600::1]:2", "http://11.0.0.1:3"}); strings.Join(got, ",") != "a,2600::1,11.0.0.1" {
 		t.Errorf("urlHosts() = %v", got)

@@ -47,7 +47,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	var f serveFlags
 	fs := newFlagSet("serve", stderr)
 	f.register(fs)
-	fs.StringVar(&f.schedulers, "scheduler", "", "scheduler members' URLs, comma-separated (required); with TLS, http:// is taken as https://")
+	fs.StringVar(&f.schedulers, "scheduler", "", "scheduler members' https:// URLs, comma-separated (required; http:// with --plaintext)")
 	fs.StringVar(&f.nodeID, "node-id", "", "this node's id (required)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7200", "IP:PORT to serve step streams on (told to the scheduler)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU cores offered to steps (default: all)")
@@ -97,11 +97,6 @@ func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
 		return cfg, nil, fmt.Errorf("%w: --scheduler: give the scheduler members' URLs", errUsage)
 	}
 	urls := strings.Split(f.schedulers, ",")
-	for _, u := range urls {
-		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			return cfg, nil, fmt.Errorf("%w: --scheduler %q: want http://HOST:PORT", errUsage, u)
-		}
-	}
 	if err := cluster.ValidateStepID(cluster.StepID(f.nodeID)); err != nil {
 		return cfg, nil, fmt.Errorf("%w: --node-id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", errUsage, f.nodeID)
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,24 +19,26 @@ import (
 func bootstrapCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gateway bootstrap", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	sched := fs.String("scheduler", os.Getenv("RODON_SCHEDULER"), "URL[,URL...] of scheduler members (required; default $RODON_SCHEDULER)")
+	var cf clusterFlags
+	cf.register(fs)
 	email := fs.String("email", "", "the owner's email (required)")
 	if err := cli.ParseFlagsOnly(fs, args, "bootstrap"); err != nil {
 		return err
 	}
-	switch {
-	case *sched == "":
-		return fmt.Errorf("%w: --scheduler is required (or set RODON_SCHEDULER)", errUsage)
-	case *email == "":
+	if err := cf.check(); err != nil {
+		return err
+	}
+	if *email == "" {
 		return fmt.Errorf("%w: --email is required", errUsage)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	store, _, _, err := newScheduler(*sched)
+	// Only errors are logged: stdout and stderr are for the person.
+	sched, _, err := cf.connect(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	if err != nil {
 		return err
 	}
-	return bootstrap(ctx, store, *email, stdout, stderr)
+	return bootstrap(ctx, sched, *email, stdout, stderr)
 }
 
 // bootstrap is bootstrapCmd after the flags, on any store.

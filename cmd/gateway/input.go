@@ -11,28 +11,35 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/gateway/relay"
 )
 
 // agentInput returns the relay's Stdin and Resize hooks: each message is
 // POSTed to the node agent running the step (POST /v1/steps/{id}/input
-// beside the stream URL the scheduler gives).
-func agentInput(streamURL func(ctx context.Context, id string) (string, error), hc *http.Client) (
+// beside the stream URL the scheduler gives), through agents, which verify
+// the server is that node's agent before anything is sent.
+func agentInput(locate func(ctx context.Context, id string) (api.StreamURL, error), agents *relay.Agents) (
 	stdin func(ctx context.Context, id string, data []byte) error,
 	resize func(ctx context.Context, id string, cols, rows int) error,
 ) {
 	send := func(ctx context.Context, id string, in api.StepInput) error {
-		u, err := streamURL(ctx, id)
+		loc, err := locate(ctx, id)
 		if err != nil {
 			return fmt.Errorf("find the step's node: %w", err)
 		}
-		base, ok := strings.CutSuffix(u, "/stream")
+		hc, u, err := agents.Client(loc)
+		if err != nil {
+			return fmt.Errorf("input of step %s: %w", id, err)
+		}
+		base, ok := strings.CutSuffix(u.Path, "/stream")
 		if !ok {
 			return fmt.Errorf("unexpected stream URL of step %s", id)
 		}
+		u.Path, u.RawPath, u.RawQuery = base+"/input", "", ""
 		body, _ := json.Marshal(in)
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/input", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 		if err != nil {
 			return err
 		}

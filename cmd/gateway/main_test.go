@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/rodon-compute/rodon/gateway/gatewaytest"
+	"github.com/rodon-compute/rodon/internal/pki"
+	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 )
 
 func TestFlagErrors(t *testing.T) {
@@ -30,6 +33,20 @@ func TestFlagErrors(t *testing.T) {
 		{"bad scheduler", []string{"serve", "--scheduler", "ftp://x", "--data-dir", dir}, "--scheduler"},
 		{"bootstrap without email", []string{"bootstrap", "--scheduler", "x:1"}, "--email is required"},
 		{"bootstrap without scheduler", []string{"bootstrap", "--email", "a@b.c"}, "--scheduler is required"},
+		{"public listen without https", with("--listen", "0.0.0.0:7300"), "--listen 0.0.0.0:7300 is not a loopback address"},
+		{"all interfaces without https", with("--listen", ":7300"), "--https-cert FILE --https-key FILE"},
+		{"https cert without key", with("--https-cert", "c.pem"), "--https-key is required"},
+		{"https key without cert", with("--https-key", "k.pem"), "--https-cert is required"},
+		{"https cert missing", with("--https-cert", dir+"/none.crt", "--https-key", dir+"/none.key"), "--https-cert"},
+		{"bad name", with("--name", "Gate Way"), "--name"},
+		{"plain scheduler with tls", []string{"serve", "--scheduler", "http://127.0.0.1:7100", "--data-dir", dir},
+			"--scheduler http://127.0.0.1:7100 is plain HTTP"},
+		{"https scheduler with plaintext", with("--plaintext", "--scheduler", "https://127.0.0.1:7100"), "--plaintext"},
+		{"plaintext off loopback", with("--plaintext", "--scheduler", "http://192.0.2.1:7100"), "not a loopback address"},
+		{"no certificate", []string{"serve", "--scheduler", "127.0.0.1:7100", "--data-dir", dir, "--tls-dir", dir, "--name", "gw9"},
+			"scheduler tls issue --role gateway --name gw9 --dir " + dir},
+		{"bootstrap without certificate", []string{"bootstrap", "--scheduler", "127.0.0.1:7100", "--tls-dir", dir, "--email", "a@b.c"},
+			"scheduler tls issue --role gateway --name gateway"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -41,10 +58,29 @@ func TestFlagErrors(t *testing.T) {
 }
 
 func TestSiteDefault(t *testing.T) {
-	f := serveFlags{scheduler: "x:1", dataDir: "d", listen: "0.0.0.0:7300", sessionTTL: 1}
-	c, err := f.config()
-	if err != nil || c.Site != "http://127.0.0.1:7300" {
-		t.Errorf("config() site = %q, %v; want http://127.0.0.1:7300", c.Site, err)
+	ca := pkitest.New(t)
+	pair := ca.Issue(t, pkitest.Identity(t, pki.RoleGateway, "gw1"), pki.IssueOptions{Hosts: []string{"gw.example.com", "192.0.2.7"}})
+	ipOnly := ca.Issue(t, pkitest.Identity(t, pki.RoleGateway, "gw2"), pki.IssueOptions{Hosts: []string{"192.0.2.7"}})
+	for _, tc := range []struct {
+		listen    string
+		cert, key string
+		site      string
+		want      string
+	}{
+		{"127.0.0.1:7300", "", "", "", "http://127.0.0.1:7300"},
+		{"localhost:7300", "", "", "", "http://localhost:7300"},
+		{"0.0.0.0:443", pair.Cert, pair.Key, "", "https://gw.example.com:443"},
+		{":443", ipOnly.Cert, ipOnly.Key, "", "https://192.0.2.7:443"},
+		{"192.0.2.7:8443", pair.Cert, pair.Key, "", "https://192.0.2.7:8443"},
+		{"127.0.0.1:7300", pair.Cert, pair.Key, "", "https://127.0.0.1:7300"},
+		{"0.0.0.0:443", pair.Cert, pair.Key, "https://rodon.example.com/", "https://rodon.example.com"},
+	} {
+		f := serveFlags{cluster: clusterFlags{scheduler: "x:1", name: "gw1"}, dataDir: "d", listen: tc.listen,
+			httpsCert: tc.cert, httpsKey: tc.key, site: tc.site, sessionTTL: 1}
+		c, _, err := f.config(slog.New(slog.DiscardHandler))
+		if err != nil || c.Site != tc.want || (c.TLS != nil) != (tc.cert != "") {
+			t.Errorf("config(--listen %s, cert %v) site = %q, TLS %v, %v; want %s", tc.listen, tc.cert != "", c.Site, c.TLS != nil, err, tc.want)
+		}
 	}
 }
 

@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	icli "github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -18,37 +23,144 @@ import (
 // (which answer within their wait) included.
 const headerTimeout = 2 * time.Minute
 
-// newHTTPClient returns the HTTP client of schedctl's requests: no
-// overall timeout (streams and long polls last), but a bound on a server
-// that accepts a connection and never answers.
-func newHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ResponseHeaderTimeout = headerTimeout
-	return &http.Client{Transport: t}
+// conn is how schedctl reaches the cluster, set up on first use: the
+// scheduler's member URLs, the client of its requests, and the agents'
+// clients for step streams.
+type conn struct {
+	addrs  []string
+	hc     *http.Client
+	agents *agentClients
 }
 
-// client returns a client of the scheduler named by --addr, else
-// $RODON_SCHEDULER, else defaultAddr.
-func (c *cli) client() (*client.Client, error) {
-	addr := c.g.addr
+// connect sets up c.conn from the flags and the environment: the
+// scheduler named by --addr, else $RODON_SCHEDULER, else defaultAddr;
+// with TLS, the operator certificate of --tls-dir (or --tls-cert), and a
+// client that accepts only scheduler members.
+func (c *cli) connect() (*conn, error) {
+	if c.conn != nil {
+		return c.conn, nil
+	}
+	g := c.g
+	plaintext := g.tls.Plaintext
+	addr := g.addr
 	if addr == "" {
 		addr = c.env("RODON_SCHEDULER")
 	}
 	if addr == "" {
 		addr = defaultAddr
+		if plaintext {
+			addr = defaultPlainAddr
+		}
 	}
-	sc, err := client.New(addr, client.Options{HTTPClient: c.httpClient(), UserAgent: "schedctl", RetryFor: c.retryFor})
+	addrs, err := schedulerURLs(addr, !plaintext)
+	if err != nil {
+		return nil, err
+	}
+	if g.tls.Dir == "" {
+		g.tls.Dir = c.env("RODON_TLS_DIR")
+	}
+	if g.tls.Dir == "" {
+		g.tls.Dir = icli.DefaultTLSDir
+	}
+	if g.tls.Cert != "" && g.tls.Key == "" {
+		g.tls.Key = strings.TrimSuffix(g.tls.Cert, ".crt") + ".key"
+	}
+	var src *pki.Source
+	if !plaintext && g.tls.Cert == "" {
+		if certs, _ := filepath.Glob(filepath.Join(g.tls.Dir, string(pki.RoleOperator)+"-*.crt")); len(certs) == 0 {
+			return nil, noCertificate(g.tls.Dir, c.env("USER"))
+		}
+	}
+	src, err = g.tls.Source(pki.RoleOperator, pki.Identity{}, slog.New(slog.DiscardHandler), addrs...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), "usage: "))
+	}
+	var t *http.Transport
+	if src != nil {
+		t = src.Transport(verify(pki.AllowRoles(pki.RoleMember)))
+	} else {
+		t = http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+	}
+	// No overall timeout (streams and long polls last), but a bound on a
+	// server that accepts a connection and never answers.
+	t.ResponseHeaderTimeout = headerTimeout
+	c.conn = &conn{addrs: addrs, hc: &http.Client{Transport: t}, agents: newAgentClients(src)}
+	return c.conn, nil
+}
+
+// noCertificate is the error for a TLS directory without an operator
+// certificate: it says what to run to get one.
+func noCertificate(dir, user string) error {
+	name := operatorName(user)
+	return fmt.Errorf("%w: --tls-dir %s has no operator certificate (operator-NAME.crt)\n"+
+		"schedctl talks to the scheduler over mutual TLS and needs an operator certificate. On the machine that holds the "+
+		"cluster CA, run:\n  scheduler tls issue --role operator --name %s --out %s\n"+
+		"(add --dir CA-DIR when the CA is not in $RODON_TLS_DIR or %s), or point --tls-dir (or $RODON_TLS_DIR) at the "+
+		"directory that has yours, or give --tls-cert FILE; --plaintext is only for a scheduler started with --plaintext on loopback",
+		errUsage, dir, name, dir, icli.DefaultTLSDir)
+}
+
+// operatorName is an identity name made of the user's login name, or
+// "admin".
+func operatorName(user string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(user) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
+			b.WriteRune(r)
+		}
+	}
+	if _, err := pki.NewIdentity(pki.RoleOperator, b.String()); err != nil {
+		return "admin"
+	}
+	return b.String()
+}
+
+// schedulerURLs splits the comma-separated list of members and gives each
+// a scheme: a bare HOST:PORT is https with TLS, http without. An explicit
+// scheme must match the mode.
+func schedulerURLs(list string, useTLS bool) ([]string, error) {
+	var out []string
+	for a := range strings.SplitSeq(list, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		scheme, rest, ok := strings.Cut(a, "://")
+		switch {
+		case !ok && useTLS:
+			a = "https://" + a
+		case !ok:
+			a = "http://" + a
+		case scheme == "http" && useTLS:
+			return nil, fmt.Errorf("%w: --addr %s is plain HTTP: write https://%s (schedctl speaks TLS to the scheduler), "+
+				"or pass --plaintext for a scheduler started with --plaintext", errUsage, a, rest)
+		case scheme == "https" && !useTLS:
+			return nil, fmt.Errorf("%w: --addr %s is HTTPS, but --plaintext leaves schedctl without a certificate: "+
+				"drop --plaintext, or write http://%s", errUsage, a, rest)
+		}
+		if u, err := url.Parse(a); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("%w: --addr %q: want https://HOST:PORT", errUsage, a)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: --addr %q: want URL[,URL...]", errUsage, list)
+	}
+	return out, nil
+}
+
+// client returns a client of the scheduler.
+func (c *cli) client() (*client.Client, error) {
+	cn, err := c.connect()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := client.New(strings.Join(cn.addrs, ","), client.Options{HTTPClient: cn.hc, UserAgent: "schedctl", RetryFor: c.retryFor})
 	if err != nil {
 		return nil, fmt.Errorf("%w: --addr: %v", errUsage, err)
 	}
 	return sc, nil
-}
-
-func (c *cli) httpClient() *http.Client {
-	if c.hc == nil {
-		c.hc = newHTTPClient()
-	}
-	return c.hc
 }
 
 // isStatus reports whether err is an error answer with one of the HTTP

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/pki"
 )
 
 // fakeScheduler serves the scheduler's operator routes from memory. Its
@@ -52,7 +56,15 @@ type fakeScheduler struct {
 	onCancel func(s *api.Step)
 }
 
-func newFakeScheduler(t *testing.T) *fakeScheduler {
+func newFakeScheduler(t *testing.T) *fakeScheduler { return newFakeSchedulerOn(t, testPKI().scheduler) }
+
+// newPlainFakeScheduler is newFakeScheduler over plain HTTP, for
+// schedctl --plaintext.
+func newPlainFakeScheduler(t *testing.T) *fakeScheduler { return newFakeSchedulerOn(t, nil) }
+
+// newFakeSchedulerOn serves the fake over TLS with src's certificate, or
+// over plain HTTP with a nil src.
+func newFakeSchedulerOn(t *testing.T, src *pki.Source) *fakeScheduler {
 	f := &fakeScheduler{t: t, changed: make(chan struct{}), steps: map[string]*api.Step{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/members", func(w http.ResponseWriter, r *http.Request) {
@@ -215,12 +227,98 @@ func newFakeScheduler(t *testing.T) *fakeScheduler {
 				f.bumpLocked(s)
 			}
 		default:
-			writeJSON(w, 200, api.StreamURL{URL: f.streamURL + "/v1/steps/" + s.ID + "/stream"})
+			writeJSON(w, 200, api.StreamURL{URL: f.streamURL + "/v1/steps/" + s.ID + "/stream", Node: s.Node})
 		}
 	})
-	f.srv = httptest.NewServer(mux)
-	t.Cleanup(f.srv.Close)
+	f.srv = startFake(t, mux, src, pki.RoleOperator)
 	return f
+}
+
+// testCerts are the certificates of the fakes and of schedctl, made once
+// for the package's tests (TestMain).
+type testCerts struct {
+	// dir holds the CA and the servers' pairs; operatorDir ca.crt and the
+	// one operator pair, operator/tester (schedctl's RODON_TLS_DIR).
+	dir, operatorDir string
+	ca               *pki.CA
+	// scheduler is member/m1, agent agent/n1.
+	scheduler, agent *pki.Source
+}
+
+var (
+	pkiOnce  sync.Once
+	pkiCerts *testCerts
+	pkiErr   error
+)
+
+// testPKI returns the package's certificates, made on first use.
+func testPKI() *testCerts {
+	pkiOnce.Do(func() { pkiCerts, pkiErr = makeTestCerts() })
+	if pkiErr != nil {
+		panic(pkiErr)
+	}
+	return pkiCerts
+}
+
+func makeTestCerts() (*testCerts, error) {
+	dir, err := os.MkdirTemp("", "schedctl-test-pki-")
+	if err != nil {
+		return nil, err
+	}
+	c := &testCerts{dir: dir, operatorDir: filepath.Join(dir, "operator")}
+	if err := pki.InitCA(dir, 0); err != nil {
+		return nil, err
+	}
+	if c.ca, err = pki.LoadCA(dir); err != nil {
+		return nil, err
+	}
+	load := func(role pki.Role, name string) (*pki.Source, error) {
+		id := pki.Identity{Role: role, Name: name}
+		if _, err := c.ca.IssueFiles(dir, id, pki.IssueOptions{}); err != nil {
+			return nil, err
+		}
+		return pki.Load(pki.DirFiles(dir, id), id, slog.New(slog.DiscardHandler))
+	}
+	if c.scheduler, err = load(pki.RoleMember, "m1"); err != nil {
+		return nil, err
+	}
+	if c.agent, err = load(pki.RoleAgent, "n1"); err != nil {
+		return nil, err
+	}
+	if _, err := c.ca.IssueFiles(c.operatorDir, pki.Identity{Role: pki.RoleOperator, Name: "tester"}, pki.IssueOptions{}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if pkiCerts != nil {
+		os.RemoveAll(pkiCerts.dir)
+	}
+	os.Exit(code)
+}
+
+// startFake serves h over TLS with src's certificate, failing the test
+// for a request from any but a verified client of role caller; with a nil
+// src, over plain HTTP.
+func startFake(t *testing.T, h http.Handler, src *pki.Source, caller pki.Role) *httptest.Server {
+	if src == nil {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, ok := pki.PeerIdentity(r.TLS); !ok || id.Role != caller {
+			t.Errorf("%s %s from %v, want a verified %s", r.Method, r.URL, id, caller)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	srv.TLS = src.ServerConfig(pki.AnyIdentity)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // getStep answers GET /v1/steps/{id}, as a long poll when ?index is set.
@@ -325,12 +423,15 @@ type fakeAgent struct {
 // its Accept header.
 type streamConn struct{ from, follow, accept string }
 
-func newFakeAgent(t *testing.T) *fakeAgent {
+func newFakeAgent(t *testing.T) *fakeAgent { return newFakeAgentOn(t, testPKI().agent) }
+
+// newFakeAgentOn serves the fake over TLS with src's certificate, or over
+// plain HTTP with a nil src.
+func newFakeAgentOn(t *testing.T, src *pki.Source) *fakeAgent {
 	a := &fakeAgent{t: t, changed: make(chan struct{}), frames: map[string][][]byte{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/steps/{id}/stream", a.stream)
-	a.srv = httptest.NewServer(mux)
-	t.Cleanup(a.srv.Close)
+	a.srv = startFake(t, mux, src, pki.RoleOperator)
 	return a
 }
 
@@ -502,12 +603,13 @@ func schedctl(t *testing.T, addr string, intr <-chan os.Signal, args ...string) 
 
 func schedctlTo(t *testing.T, addr string, intr <-chan os.Signal, stdout, stderr *syncBuffer, args ...string) result {
 	t.Helper()
-	env := func(k string) string {
-		if k == "RODON_SCHEDULER" {
-			return addr
-		}
-		return ""
-	}
+	return schedctlEnv(t, map[string]string{"RODON_SCHEDULER": addr, "RODON_TLS_DIR": testPKI().operatorDir}, intr, stdout, stderr, args...)
+}
+
+// schedctlEnv runs schedctl in-process with the environment vars.
+func schedctlEnv(t *testing.T, vars map[string]string, intr <-chan os.Signal, stdout, stderr *syncBuffer, args ...string) result {
+	t.Helper()
+	env := func(k string) string { return vars[k] }
 	c := &cli{stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, env: env, interrupts: intr,
 		now: func() time.Time { return testNow }, retryFor: time.Second}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

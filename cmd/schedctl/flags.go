@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	icli "github.com/rodon-compute/rodon/internal/cli"
 )
 
 // globalFlags are the flags every command takes, before or after its name.
@@ -14,11 +16,23 @@ type globalFlags struct {
 	addr string
 	// output is "" (tables and sentences) or "json".
 	output string
+	// tls are the TLS flags; tls.Dir empty means $RODON_TLS_DIR, then
+	// icli.DefaultTLSDir.
+	tls icli.TLSFlags
 }
 
+// register adds the global flags to fs with their current values as
+// defaults, so that flags given before the command name stand.
 func (g *globalFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.addr, "addr", g.addr, "scheduler URL, or comma-separated member URLs (default $RODON_SCHEDULER or "+defaultAddr+")")
+	fs.StringVar(&g.addr, "addr", g.addr, "scheduler URL, or comma-separated member URLs; a bare HOST:PORT is https "+
+		"(default $RODON_SCHEDULER or "+defaultAddr+"; "+defaultPlainAddr+" with --plaintext)")
 	fs.StringVar(&g.output, "o", g.output, "output format: text or json")
+	fs.StringVar(&g.tls.Dir, "tls-dir", g.tls.Dir, "directory of the cluster CA (ca.crt) and the one operator-NAME.crt and .key to use "+
+		"(default $RODON_TLS_DIR or "+icli.DefaultTLSDir+")")
+	fs.StringVar(&g.tls.CA, "tls-ca", g.tls.CA, "cluster CA certificate (default TLS-DIR/ca.crt)")
+	fs.StringVar(&g.tls.Cert, "tls-cert", g.tls.Cert, "operator certificate (default the one TLS-DIR/operator-*.crt)")
+	fs.StringVar(&g.tls.Key, "tls-key", g.tls.Key, "private key of --tls-cert (default beside it)")
+	fs.BoolVar(&g.tls.Plaintext, "plaintext", g.tls.Plaintext, "plain HTTP, no certificate: for a scheduler started with --plaintext on loopback")
 }
 
 // parseLeading parses the global flags given before the command name and
@@ -36,9 +50,16 @@ func (g *globalFlags) parseLeading(args []string) ([]string, error) {
 func (g *globalFlags) check() error {
 	switch g.output {
 	case "", "text", "json":
-		return nil
+	default:
+		return fmt.Errorf("%w: -o %q: want text or json", errUsage, g.output)
 	}
-	return fmt.Errorf("%w: -o %q: want text or json", errUsage, g.output)
+	if g.tls.Plaintext && (g.tls.CA != "" || g.tls.Cert != "" || g.tls.Key != "") {
+		return fmt.Errorf("%w: --plaintext and --tls-cert/--tls-key/--tls-ca are exclusive", errUsage)
+	}
+	if g.tls.Key != "" && g.tls.Cert == "" {
+		return fmt.Errorf("%w: --tls-key needs --tls-cert", errUsage)
+	}
+	return nil
 }
 
 // json reports whether the user asked for JSON output.

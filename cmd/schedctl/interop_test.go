@@ -2,7 +2,6 @@ package main
 
 import (
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/rodon-compute/rodon/agentd/stream"
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/pki"
 )
 
 // TestRealAgentStream reads a step's output from agentd's own stream
@@ -28,8 +28,7 @@ func TestRealAgentStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := httptest.NewServer(h)
-	t.Cleanup(agent.Close)
+	agent := startFake(t, h, testPKI().agent, pki.RoleOperator)
 	sched := newFakeScheduler(t)
 	sched.streamURL = agent.URL
 	sched.addStep(api.Step{ID: "s1", State: "running", Node: "n1", Attempts: 1})

@@ -38,12 +38,12 @@ func (l *logsCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
 		return 0, err
 	}
 	warn := c.warnf("logs")
-	s := &streamer{sc: sc, hc: c.httpClient(), id: id, stdout: c.stdout, stderr: c.stderr, warn: warn}
+	s := &streamer{sc: sc, agents: c.conn.agents, id: id, stdout: c.stdout, stderr: c.stderr, warn: warn}
 	if c.g.json() {
 		s.frames = c.stdout
 	}
 	if !l.follow {
-		u, err := sc.StreamURL(ctx, id)
+		loc, err := sc.StreamLocation(ctx, id)
 		switch {
 		case err != nil && (st.Node == "" || isStatus(err, http.StatusNotFound, http.StatusConflict)):
 			warn("step %s has no output to show: it is %s", id, st.State)
@@ -51,7 +51,7 @@ func (l *logsCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
 		case err != nil:
 			return 0, err
 		}
-		_, err = s.Dump(ctx, u)
+		_, err = s.Dump(ctx, loc)
 		return 0, err
 	}
 	ctx, stop := context.WithCancel(ctx)

@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -23,7 +22,7 @@ import (
 	"time"
 )
 
-const usage = `usage: schedctl [--addr URL[,URL...]] COMMAND [ARGS] [FLAGS]
+const usage = `usage: schedctl [--addr URL[,URL...]] [--tls-dir DIR | --plaintext] COMMAND [ARGS] [FLAGS]
 
 Commands:
   members                        raft peers, leader, last index
@@ -40,8 +39,14 @@ Commands:
   cancel ID [--wait D]           cancel a step (--wait: until the node confirms)
 
 The scheduler's address comes from --addr or $RODON_SCHEDULER (default
-http://127.0.0.1:7100); any member will do, and a comma-separated list is
-tried in order. Listings take -o json.
+https://127.0.0.1:7100; a bare HOST:PORT is https); any member will do, and
+a comma-separated list is tried in order. schedctl speaks mutual TLS with
+the one operator certificate (operator-NAME.crt and .key, with ca.crt) in
+--tls-dir, else $RODON_TLS_DIR, else /etc/rodon/tls, or with --tls-cert,
+--tls-key and --tls-ca; get one with
+  scheduler tls issue --role operator --name NAME --dir DIR
+--plaintext (default address http://127.0.0.1:7100) is for a scheduler
+started with --plaintext on loopback. Listings take -o json.
 Run "schedctl COMMAND -h" for a command's flags.
 `
 
@@ -58,8 +63,11 @@ const (
 const defaultRetryFor = 10 * time.Second
 
 // defaultAddr is the scheduler address when neither --addr nor
-// $RODON_SCHEDULER is set.
-const defaultAddr = "http://127.0.0.1:7100"
+// $RODON_SCHEDULER is set; defaultPlainAddr with --plaintext.
+const (
+	defaultAddr      = "https://127.0.0.1:7100"
+	defaultPlainAddr = "http://127.0.0.1:7100"
+)
 
 // errUsage marks a command-line error: schedctl prints the message and
 // exits 2.
@@ -94,8 +102,8 @@ type cli struct {
 	g globalFlags
 	// now is the clock tables show ages against.
 	now func() time.Time
-	// hc makes every request; built on first use.
-	hc *http.Client
+	// conn is how the cluster is reached; set up on first use (connect).
+	conn *conn
 	// retryFor is how long a request is retried while no member answers
 	// or the cluster has no leader.
 	retryFor time.Duration
@@ -237,7 +245,11 @@ func (c *cli) failCode(name string, code int, err error) int {
 	}
 	fmt.Fprintf(c.stderr, "%s: %v\n", prefix, err)
 	var ue *url.Error
-	if errors.As(err, &ue) && !ue.Timeout() {
+	switch {
+	case isTLSError(err):
+		fmt.Fprintf(c.stderr, "check that --tls-dir holds a certificate of this cluster's CA and that the address is "+
+			"the one meant (a scheduler member; for output, the step's node agent)\n")
+	case errors.As(err, &ue) && !ue.Timeout():
 		fmt.Fprintf(c.stderr, "check the address (--addr or $RODON_SCHEDULER) and that the server runs\n")
 	}
 	return exitError

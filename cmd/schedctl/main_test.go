@@ -47,7 +47,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"raft", "remove-peer"}, "missing ID"},
 	} {
 		// No scheduler listens there: a usage error must come first.
-		r := schedctl(t, "http://127.0.0.1:1", nil, tt.args...)
+		r := schedctl(t, "https://127.0.0.1:1", nil, tt.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, tt.want) {
 			t.Errorf("schedctl %q = %v; want exit 2 naming %q", tt.args, r, tt.want)
 		}
@@ -70,7 +70,7 @@ func TestRunFunc(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	r := schedctl(t, "", nil, "--addr", "http://127.0.0.1:1", "nodes")
+	r := schedctl(t, "", nil, "--addr", "https://127.0.0.1:1", "nodes")
 	if r.code != exitError || !strings.Contains(r.stderr, "127.0.0.1:1") {
 		t.Errorf("nodes against a closed port = %v; want exit 1 naming the address", r)
 	}

@@ -179,7 +179,7 @@ func (r *runCmd) run(ctx context.Context, c *cli, argv []string) (int, error) {
 		}
 	})
 
-	s := &streamer{sc: sc, hc: c.httpClient(), id: st.ID, stdout: c.stdout, stderr: c.stderr, warn: warn}
+	s := &streamer{sc: sc, agents: c.conn.agents, id: st.ID, stdout: c.stdout, stderr: c.stderr, warn: warn}
 	if c.g.json() {
 		s.frames = c.stdout
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,9 +33,9 @@ var errNoStream = errors.New("output stream unavailable")
 // after a dropped connection from the last frame it wrote, so nothing is
 // lost or repeated, and ends with the stream's exit frame.
 type streamer struct {
-	sc *client.Client
-	hc *http.Client
-	id string
+	sc     *client.Client
+	agents *agentClients
+	id     string
 	// stdout and stderr get the step's output. When frames is set, they
 	// get nothing and frames gets every frame as a line of JSON instead.
 	stdout, stderr io.Writer
@@ -53,8 +52,8 @@ type streamer struct {
 
 // Dump writes the frames that exist now and returns; exit is the exit
 // frame's data if the stream has ended.
-func (s *streamer) Dump(ctx context.Context, streamURL string) (exit *api.Exit, err error) {
-	return s.read(ctx, streamURL, false)
+func (s *streamer) Dump(ctx context.Context, loc api.StreamURL) (exit *api.Exit, err error) {
+	return s.read(ctx, loc, false)
 }
 
 // Follow reads the step's stream until its exit frame. w tells it when
@@ -81,7 +80,7 @@ func (s *streamer) Follow(ctx context.Context, w *stepWatch) (*api.Exit, error) 
 		if werr != nil {
 			return nil, werr
 		}
-		u, err := s.sc.StreamURL(ctx, s.id)
+		loc, err := s.sc.StreamLocation(ctx, s.id)
 		switch {
 		case ctx.Err() != nil:
 			return nil, s.ctxErr(ctx)
@@ -115,13 +114,13 @@ func (s *streamer) Follow(ctx context.Context, w *stepWatch) (*api.Exit, error) 
 			s.attempt = st.Attempts
 		}
 		before := s.last
-		exit, err := s.read(ctx, u, true)
+		exit, err := s.read(ctx, loc, true)
 		switch {
 		case exit != nil:
 			return exit, nil
 		case ctx.Err() != nil:
 			return nil, s.ctxErr(ctx)
-		case errors.Is(err, errWrite), errors.Is(err, errBadFrame):
+		case errors.Is(err, errWrite), errors.Is(err, errBadFrame), errors.Is(err, errStreamAddress):
 			return nil, err
 		case isStatus(err, http.StatusNotFound):
 			// The agent does not know the step yet (or any more).
@@ -190,10 +189,10 @@ var (
 
 // read reads the stream from the frame after s.last until it ends, and
 // returns the exit frame's data if it came.
-func (s *streamer) read(ctx context.Context, streamURL string, follow bool) (*api.Exit, error) {
-	u, err := url.Parse(streamURL)
+func (s *streamer) read(ctx context.Context, loc api.StreamURL, follow bool) (*api.Exit, error) {
+	hc, u, err := s.agents.get(loc)
 	if err != nil {
-		return nil, fmt.Errorf("stream address %q: %w", streamURL, err)
+		return nil, err
 	}
 	q := u.Query()
 	q.Set("from", strconv.FormatInt(s.last, 10))
@@ -208,7 +207,7 @@ func (s *streamer) read(ctx context.Context, streamURL string, follow bool) (*ap
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := s.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,10 @@ Commands:
   serve [FLAGS]   run a scheduler member
   tls init|issue  make the cluster CA and issue certificates
 
+A member speaks mutual TLS with its certificate, member/--node-id, from
+--tls-dir (RODON_TLS_DIR, default /etc/rodon/tls; make it with "scheduler tls");
+--plaintext turns TLS off for tests on loopback.
+
 Run "scheduler serve -h" or "scheduler tls -h" for their flags.
 `
 

@@ -9,9 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rodon-compute/rodon/internal/pki"
+	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 )
 
 // TestMain lets a test run this binary as the scheduler itself: with
@@ -25,6 +29,9 @@ func TestMain(m *testing.M) {
 
 func TestServeFlagErrors(t *testing.T) {
 	dir := t.TempDir()
+	// A TLS dir with the CA and another member's certificate only.
+	ca := pkitest.New(t)
+	ca.Issue(t, pkitest.Identity(t, pki.RoleMember, "m2"), pki.IssueOptions{})
 	base := []string{"serve", "--node-id", "m1", "--data-dir", dir, "--raft-addr", "127.0.0.1:7101", "--http-addr", "127.0.0.1:7100"}
 	with := func(extra ...string) []string { return append(append([]string{}, base...), extra...) }
 	for _, tc := range []struct {
@@ -45,6 +52,15 @@ func TestServeFlagErrors(t *testing.T) {
 		{"bad join", with("--join", "x"), `--join "x"`},
 		{"bad log level", with("--log-level", "loud"), "--log-level"},
 		{"argument", with("extra"), `unexpected argument "extra"`},
+		{"plaintext on a public http addr", with("--plaintext", "--http-addr", "192.0.2.1:7100"), `--http-addr "192.0.2.1:7100" is not a loopback address`},
+		{"plaintext on a public raft addr", with("--plaintext", "--raft-addr", "192.0.2.1:7101"), `--raft-addr "192.0.2.1:7101" is not a loopback address`},
+		{"plaintext joining a public member", with("--plaintext", "--join", "192.0.2.1:7100"), `--join "192.0.2.1:7100" is not a loopback address`},
+		{"plaintext joining over https", with("--plaintext", "--join", "https://127.0.0.1:7100"), "--plaintext members speak http://"},
+		{"http join with TLS", with("--tls-dir", ca.Dir, "--join", "http://127.0.0.1:7000"), "members speak TLS"},
+		{"no TLS files", with("--tls-dir", t.TempDir()), "--tls-dir"},
+		{"another member's certificate", with("--tls-dir", ca.Dir), "scheduler tls issue --role member --name m1"},
+		{"node id not a certificate name", with("--tls-dir", ca.Dir, "--node-id", "M 1"), "--node-id"},
+		{"plaintext and a certificate", with("--plaintext", "--tls-cert", "x.crt"), "exclusive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -65,27 +81,34 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestServeStopsOnSIGTERM runs `scheduler serve --bootstrap` as a process,
-// waits for it to lead, and stops it with SIGTERM: it exits 0 and its
-// stderr is JSON logs.
-func TestServeStopsOnSIGTERM(t *testing.T) {
-	httpAddr := freePort(t)
-	cmd := exec.Command(os.Args[0], "serve", "--node-id", "m1", "--data-dir", t.TempDir(),
-		"--raft-addr", freePort(t), "--http-addr", httpAddr, "--bootstrap")
-	cmd.Env = append(os.Environ(), "SCHEDULER_TEST_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+// member is `scheduler serve --bootstrap` run as a process.
+type member struct {
+	cmd      *exec.Cmd
+	stderr   *syncBuffer
+	httpAddr string
+}
+
+// startMember runs `scheduler serve --node-id m1 --bootstrap` with extra
+// flags, and waits until it leads, asking scheme://HTTPADDR/healthz
+// through hc.
+func startMember(t *testing.T, scheme string, hc *http.Client, extra ...string) *member {
+	t.Helper()
+	m := &member{stderr: &syncBuffer{}, httpAddr: freePort(t)}
+	args := append([]string{"serve", "--node-id", "m1", "--data-dir", t.TempDir(),
+		"--raft-addr", freePort(t), "--http-addr", m.httpAddr, "--bootstrap"}, extra...)
+	m.cmd = exec.Command(os.Args[0], args...)
+	m.cmd.Env = append(os.Environ(), "SCHEDULER_TEST_MAIN=1")
+	m.cmd.Stderr = m.stderr
+	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-
+	t.Cleanup(func() { m.cmd.Process.Kill() })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var h struct {
 			RaftState string `json:"raft_state"`
 		}
-		resp, err := http.Get("http://" + httpAddr + "/healthz")
+		resp, err := hc.Get(scheme + "://" + m.httpAddr + "/healthz")
 		if err == nil {
 			json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
@@ -94,10 +117,44 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the scheduler did not lead in 10s; stderr:\n%s", stderr.String())
+			t.Fatalf("the scheduler did not lead in 10s; stderr:\n%s", m.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return m
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestServeStopsOnSIGTERM runs `scheduler serve --bootstrap --plaintext`
+// as a process, waits for it to lead, and stops it with SIGTERM: it exits
+// 0 and its stderr is JSON logs.
+func TestServeStopsOnSIGTERM(t *testing.T) {
+	m := startMember(t, "http", http.DefaultClient, "--plaintext")
+	m.stop(t)
+}
+
+// stop sends SIGTERM and checks the member exits 0 and logged JSON.
+func (m *member) stop(t *testing.T) {
+	t.Helper()
+	cmd, stderr := m.cmd, m.stderr
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -124,4 +181,52 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	if lines == 0 || !strings.Contains(logs, "scheduler member stopped") {
 		t.Errorf("stderr has %d lines, want the JSON logs of a start and a stop", lines)
 	}
+}
+
+// TestServeTLS runs a member with its certificate: it serves mutual TLS
+// only, and after its certificate is re-issued and it gets a SIGHUP it
+// presents the new one, without a restart.
+func TestServeTLS(t *testing.T) {
+	ca := pkitest.New(t)
+	ca.Issue(t, pkitest.Identity(t, pki.RoleMember, "m1"), pki.IssueOptions{})
+	ops := ca.Source(t, pki.RoleOperator, "ops")
+	tr := ops.Transport(pki.AllowRoles(pki.RoleMember))
+	tr.DisableKeepAlives = true
+	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	m := startMember(t, "https", hc, "--tls-dir", ca.Dir)
+
+	// Plain HTTP gets no answer of the API.
+	if resp, err := http.Get("http://" + m.httpAddr + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("plain HTTP GET /healthz = %s, want it refused", resp.Status)
+		}
+	}
+	notAfter := func() time.Time {
+		t.Helper()
+		resp, err := hc.Get("https://" + m.httpAddr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.TLS.PeerCertificates[0].NotAfter
+	}
+	first := notAfter()
+	if _, err := ca.IssueFiles(ca.Dir, pkitest.Identity(t, pki.RoleMember, "m1"), pki.IssueOptions{ValidFor: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(m.stderr.String(), "SIGHUP: tls files reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload logged 5s after SIGHUP; stderr:\n%s", m.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := notAfter(); !got.Before(first) {
+		t.Errorf("certificate after SIGHUP expires %v, want the re-issued one (before %v)", got, first)
+	}
+	m.stop(t)
 }

@@ -5,14 +5,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/scheduler"
 )
 
@@ -26,6 +29,7 @@ type serveFlags struct {
 	join      string
 	nodeTTL   time.Duration
 	logLevel  string
+	tls       cli.TLSFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -35,9 +39,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.raftAddr, "raft-addr", "", "HOST:PORT of Raft traffic, dialled by the other members (required)")
 	fs.StringVar(&f.httpAddr, "http-addr", "", "HOST:PORT of the HTTP API, dialled by agents, schedctl and the other members (required)")
 	fs.BoolVar(&f.bootstrap, "bootstrap", false, "start a new cluster with this member as its only voter (first member only)")
-	fs.StringVar(&f.join, "join", "", "HTTPADDR[,HTTPADDR...] of existing members to join")
+	fs.StringVar(&f.join, "join", "", "HTTPADDR[,HTTPADDR...] of existing members to join (https unless --plaintext)")
 	fs.DurationVar(&f.nodeTTL, "node-ttl", d.NodeTTL, "silence after which a node is declared down")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.tls.Register(fs)
 }
 
 // config checks the flags and returns the member's configuration; every
@@ -75,6 +80,32 @@ func (f *serveFlags) config() (scheduler.Config, error) {
 	if f.bootstrap && len(join) > 0 {
 		return c, fmt.Errorf("%w: --bootstrap and --join are exclusive: bootstrap the first member, join the others to it", errUsage)
 	}
+	if f.tls.Plaintext {
+		// Without TLS nothing is authenticated: only on this machine.
+		for _, a := range []struct{ name, value string }{{"--http-addr", f.httpAddr}, {"--raft-addr", f.raftAddr}} {
+			if !cli.IsLoopback(a.value) {
+				return c, fmt.Errorf("%w: %s %q is not a loopback address: without TLS (--plaintext) a member serves only this machine; "+
+					"give it its certificate (--tls-dir) instead", errUsage, a.name, a.value)
+			}
+		}
+		for _, a := range join {
+			if !cli.IsLoopback(a) {
+				return c, fmt.Errorf("%w: --join %q is not a loopback address: without TLS (--plaintext) a member joins only members on this machine", errUsage, a)
+			}
+			if strings.HasPrefix(a, "https://") {
+				return c, fmt.Errorf("%w: --join %q: --plaintext members speak http://", errUsage, a)
+			}
+		}
+	} else {
+		if _, err := pki.NewIdentity(pki.RoleMember, f.nodeID); err != nil {
+			return c, fmt.Errorf("%w: --node-id: %v (it names the member's certificate, member/ID)", errUsage, err)
+		}
+		for _, a := range join {
+			if strings.HasPrefix(a, "http://") {
+				return c, fmt.Errorf("%w: --join %q: members speak TLS: give HOST:PORT or https://HOST:PORT", errUsage, a)
+			}
+		}
+	}
 	c.ID, c.DataDir, c.RaftAddr, c.HTTPAddr = f.nodeID, f.dataDir, f.raftAddr, f.httpAddr
 	c.Bootstrap, c.Join, c.NodeTTL = f.bootstrap, join, f.nodeTTL
 	return c, nil
@@ -94,6 +125,16 @@ func checkAddr(addr string) error {
 	return nil
 }
 
+// source loads the member's certificate (member/--node-id), or returns nil
+// with --plaintext.
+func (f *serveFlags) source(logger *slog.Logger) (*pki.Source, error) {
+	var id pki.Identity
+	if !f.tls.Plaintext {
+		id = pki.Identity{Role: pki.RoleMember, Name: f.nodeID}
+	}
+	return f.tls.Source(pki.RoleMember, id, logger, f.httpAddr, f.raftAddr)
+}
+
 func serveCmd(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("scheduler serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -110,14 +151,48 @@ func serveCmd(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Signals first: a SIGTERM during start-up stops the member cleanly.
+	// Signals first: a SIGTERM during start-up stops the member cleanly,
+	// and a SIGHUP does not kill it.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	src, err := f.source(logger)
+	if err != nil {
+		return err
+	}
+	cfg.TLS = src
 	srv, err := scheduler.New(cfg, logger)
 	if err != nil {
 		return err
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { reloadOnHUP(ctx, hup, src, logger) })
 	logger.Info("scheduler member starting", "member_id", cfg.ID, "raft_address", cfg.RaftAddr,
-		"http_address", cfg.HTTPAddr, "bootstrap", cfg.Bootstrap, "join", cfg.Join, "node_ttl", cfg.NodeTTL)
+		"http_address", cfg.HTTPAddr, "bootstrap", cfg.Bootstrap, "join", cfg.Join, "node_ttl", cfg.NodeTTL,
+		"tls", src != nil)
 	return srv.Run(ctx)
+}
+
+// reloadOnHUP re-reads the TLS files at every SIGHUP until ctx ends (the
+// Source also picks up changed files by itself, at handshakes).
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, src *pki.Source, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		if src == nil {
+			logger.Info("SIGHUP: nothing to reload without TLS (--plaintext)")
+			continue
+		}
+		if err := src.Reload(); err != nil {
+			logger.Warn("SIGHUP: tls files do not load; keeping the previous certificate", "error", err)
+			continue
+		}
+		logger.Info("SIGHUP: tls files reloaded", "identity", src.Identity().String(), "not_after", src.NotAfter())
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +20,8 @@ Commands:
   init  --dir DIR                       make the cluster CA (DIR/ca.crt, DIR/ca.key)
   issue --role ROLE --name ID --dir DIR issue DIR/ROLE-ID.crt and .key
         [--host H,...] [--valid-for D]  ROLE: member, agent (ID: the node id), gateway, operator
+        [--renew-within D] [--out DIR]  (keep a valid pair that expires later than D from now)
+  show  --cert FILE [--ca FILE]         verify a certificate under the CA; print its identity
 
 Daemons and schedctl read DIR (--tls-dir, default RODON_TLS_DIR or /etc/rodon/tls)
 and pick up re-issued files without a restart.
@@ -33,6 +37,8 @@ func tlsCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 0, tlsInit(args[1:], stdout, stderr)
 	case "issue":
 		return 0, tlsIssue(args[1:], stdout, stderr)
+	case "show":
+		return 0, tlsShow(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, tlsUsage)
 		return 0, nil
@@ -70,6 +76,7 @@ func tlsIssue(args []string, stdout, stderr io.Writer) error {
 	name := fs.String("name", "", "the identity's name: member id, node id, gateway or operator name (required)")
 	hosts := fs.String("host", "", "DNS names and IPs to add as SANs, comma-separated (for browsers; components verify the identity)")
 	validFor := fs.Duration("valid-for", pki.DefaultLeafValidity, fmt.Sprintf("lifetime of the certificate, at most %v", pki.MaxLeafValidity))
+	renewWithin := fs.Duration("renew-within", 0, "keep an existing pair that is valid under the CA for longer than this (0: always issue)")
 	if err := cli.ParseFlagsOnly(fs, args, "tls issue"); err != nil {
 		return err
 	}
@@ -97,10 +104,45 @@ func tlsIssue(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		*out = *dir
 	}
+	if *renewWithin > 0 {
+		files := pki.DirFiles(*out, id)
+		files.CA = filepath.Join(*dir, pki.CACertFile)
+		if src, err := pki.Load(files, id, slog.New(slog.DiscardHandler)); err == nil && time.Until(src.NotAfter()) > *renewWithin {
+			fmt.Fprintf(stdout, "kept %s: %s (valid until %s)\n", id, files.Cert, src.NotAfter().UTC().Format(time.RFC3339))
+			return nil
+		}
+	}
 	path, err := ca.IssueFiles(*out, id, pki.IssueOptions{ValidFor: *validFor, Hosts: hs})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "issued %s: %s (valid until %s)\n", id, path, time.Now().Add(*validFor).UTC().Format(time.RFC3339))
+	return nil
+}
+
+func tlsShow(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("scheduler tls show", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cert := fs.String("cert", "", "certificate to verify (required; its key is FILE with .key for .crt)")
+	key := fs.String("key", "", "its private key (default: the --cert path with .key)")
+	ca := fs.String("ca", "", "cluster CA certificate (default: ca.crt beside --cert)")
+	if err := cli.ParseFlagsOnly(fs, args, "tls show"); err != nil {
+		return err
+	}
+	if *cert == "" {
+		return fmt.Errorf("%w: --cert is required", errUsage)
+	}
+	files := pki.Files{CA: *ca, Cert: *cert, Key: *key}
+	if files.CA == "" {
+		files.CA = filepath.Join(filepath.Dir(*cert), pki.CACertFile)
+	}
+	if files.Key == "" {
+		files.Key = strings.TrimSuffix(*cert, ".crt") + ".key"
+	}
+	src, err := pki.Load(files, pki.Identity{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\t%s\tvalid until %s\n", src.Identity(), src.Identity().URI(), src.NotAfter().UTC().Format(time.RFC3339))
 	return nil
 }

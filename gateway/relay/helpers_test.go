@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,7 +23,10 @@ import (
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/agentd/stream"
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/pki"
+	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 )
 
 // The tests relay real streams: a node agent's stream handler
@@ -71,6 +75,13 @@ type envOptions struct {
 	wrap func(Upstream) Upstream
 	// quiet routes logs nowhere (for long tests).
 	quiet bool
+	// plaintext serves the agent over plain HTTP and relays with
+	// NewAgents(nil); otherwise the agent serves TLS as agent/n1 to
+	// gateway certificates only, and the relay dials it as gateway/gw1.
+	plaintext bool
+	// node is the node the scheduler names for every stream; empty is
+	// n1.
+	node string
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -91,12 +102,23 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &env{t: t, logs: logs, cancel: cancel}
-	e.agent = startServer(ctx, h)
-
-	resolve := func(ctx context.Context, id string) (string, error) {
-		return e.agent.URL + "/v1/steps/" + id + "/stream", nil
+	agents := NewAgents(nil)
+	if opts.plaintext {
+		e.agent = startServer(ctx, h)
+	} else {
+		ca := pkitest.New(t)
+		e.agent = startTLSServer(ctx, h, ca.Source(t, pki.RoleAgent, "n1"), pki.AllowRoles(pki.RoleGateway))
+		agents = NewAgents(ca.Source(t, pki.RoleGateway, "gw1"))
 	}
-	var up Upstream = NewAgentUpstream(resolve, e.agent.Client())
+	t.Cleanup(agents.CloseIdleConnections)
+	node := opts.node
+	if node == "" {
+		node = "n1"
+	}
+	resolve := func(ctx context.Context, id string) (api.StreamURL, error) {
+		return api.StreamURL{URL: e.agent.URL + "/v1/steps/" + id + "/stream", Node: node}, nil
+	}
+	var up Upstream = NewAgentUpstream(resolve, agents)
 	if opts.wrap != nil {
 		up = opts.wrap(up)
 	}
@@ -126,6 +148,17 @@ func startServer(ctx context.Context, h http.Handler) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.BaseContext = func(net.Listener) context.Context { return ctx }
 	srv.Start()
+	return srv
+}
+
+// startTLSServer is startServer over TLS with src's certificate, letting
+// in the clients authorize accepts.
+func startTLSServer(ctx context.Context, h http.Handler, src *pki.Source, authorize pki.Authorizer) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.BaseContext = func(net.Listener) context.Context { return ctx }
+	srv.TLS = src.ServerConfig(authorize)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
+	srv.StartTLS()
 	return srv
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -35,34 +34,30 @@ type Upstream interface {
 }
 
 // NewAgentUpstream returns the Upstream of the node agents' stream
-// servers: resolve returns where the step's node serves its stream (the
-// scheduler's GET /v1/steps/{id}/stream-url, as scheduler client's
-// StreamURL; it may wrap ErrNotFound for a step that does not exist), and
-// Open asks that URL for ?from=N&follow=1 as NDJSON. httpClient must have
-// no Timeout (a stream lasts as long as its step); nil is
-// http.DefaultClient.
-func NewAgentUpstream(resolve func(ctx context.Context, stepID string) (string, error), httpClient *http.Client) Upstream {
-	if httpClient == nil {
-		httpClient = http.DefaultClient
-	}
-	return &agentUpstream{resolve: resolve, client: httpClient}
+// servers: resolve returns where the step's node serves its stream and
+// which node that is (the scheduler's GET /v1/steps/{id}/stream-url, as
+// scheduler client's StreamLocation; it may wrap ErrNotFound for a step
+// that does not exist), and Open asks that URL for ?from=N&follow=1 as
+// NDJSON through agents, which verify the server is that node's agent.
+func NewAgentUpstream(resolve func(ctx context.Context, stepID string) (api.StreamURL, error), agents *Agents) Upstream {
+	return &agentUpstream{resolve: resolve, agents: agents}
 }
 
 type agentUpstream struct {
-	resolve func(ctx context.Context, stepID string) (string, error)
-	client  *http.Client
+	resolve func(ctx context.Context, stepID string) (api.StreamURL, error)
+	agents  *Agents
 }
 
 const ndjson = "application/x-ndjson"
 
 func (u *agentUpstream) Open(ctx context.Context, stepID string, from uint64) (io.ReadCloser, error) {
-	raw, err := u.resolve(ctx, stepID)
+	where, err := u.resolve(ctx, stepID)
 	if err != nil {
 		return nil, fmt.Errorf("find the node of step %s: %w", stepID, err)
 	}
-	loc, err := url.Parse(raw)
-	if err != nil || (loc.Scheme != "http" && loc.Scheme != "https") {
-		return nil, fmt.Errorf("stream of step %s: bad agent url %q", stepID, raw)
+	client, loc, err := u.agents.Client(where)
+	if err != nil {
+		return nil, fmt.Errorf("stream of step %s: %w", stepID, err)
 	}
 	q := loc.Query()
 	q.Set("from", strconv.FormatUint(from, 10))
@@ -73,7 +68,7 @@ func (u *agentUpstream) Open(ctx context.Context, stepID string, from uint64) (i
 		return nil, fmt.Errorf("stream of step %s: %w", stepID, err)
 	}
 	req.Header.Set("Accept", ndjson)
-	resp, err := u.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("stream of step %s: %w", stepID, err)
 	}

@@ -33,9 +33,9 @@ var (
 	cpScheduler   = netip.MustParseAddr("11.0.0.1")      // member m1: HTTP and Raft
 	cpNode1       = netip.MustParseAddr("11.0.0.11")     // agent n1, whose sandboxes are probed
 	cpNode2       = netip.MustParseAddr("2600:1f00::12") // agent n2, another node
-	cpGateway4    = netip.MustParseAddr("11.0.0.20")     // gateway gw1, registered
-	cpGateway6    = netip.MustParseAddr("2600:1f00::20") // gateway gw1, registered
-	cpGatewaySeen = netip.MustParseAddr("11.0.0.21")     // gateway gw2, only seen connecting to n1
+	cpGateway4    = netip.MustParseAddr("11.0.0.20")     // gateway gw1 (gateway serve), registers itself
+	cpGateway6    = netip.MustParseAddr("2600:1f00::20") // gateway gw6, registered through the client
+	cpGatewaySeen = netip.MustParseAddr("11.0.0.21")     // gateway gw2, never registered, only seen connecting to n1
 	cpPool4       = netip.MustParsePrefix("11.200.0.0/24")
 	cpPoolPeer    = netip.MustParseAddr("11.200.0.250") // another sandbox's address in n1's pool
 )
@@ -112,14 +112,16 @@ func TestControlPlaneDenied(t *testing.T) {
 	}
 
 	ca := pkitest.New(t)
-	for _, id := range []string{"member/m1", "agent/n1", "agent/n2", "operator/ops", "gateway/gw1", "gateway/gw2"} {
+	for _, id := range []string{"member/m1", "agent/n1", "agent/n2", "operator/ops", "gateway/gw2", "gateway/gw6"} {
 		ca.Issue(t, must(pki.ParseIdentity(id)), pki.IssueOptions{})
 	}
+	// gw1's certificate also serves its public HTTPS listener.
+	ca.Issue(t, must(pki.ParseIdentity("gateway/gw1")), pki.IssueOptions{Hosts: []string{cpGateway4.String()}})
 	httpPort, raftPort := freePortOn(t, cpScheduler), freePortOn(t, cpScheduler)
-	n1Port, n2Port := freePortOn(t, cpNode1), freePortOn(t, cpNode2)
+	n1Port, n2Port, gwPort := freePortOn(t, cpNode1), freePortOn(t, cpNode2), freePortOn(t, cpGateway4)
 	// Stand-ins in inet: port 80 and UDP 7 of every address, and the
 	// daemons' own ports, each counting what reaches it.
-	ports := map[netip.Addr][]int{cpScheduler: {httpPort, raftPort}, cpNode1: {n1Port}, cpNode2: {n2Port}}
+	ports := map[netip.Addr][]int{cpScheduler: {httpPort, raftPort}, cpNode1: {n1Port}, cpNode2: {n2Port}, cpGateway4: {gwPort}}
 	for _, a := range standIns {
 		w.hosts[names[a]] = w.serve(t, w.inetH, names[a], a)
 		for _, p := range ports[a] {
@@ -138,20 +140,29 @@ func TestControlPlaneDenied(t *testing.T) {
 		return err == nil && len(ms) == 1
 	})
 
-	// The other node, and a gateway that registers its addresses, before
-	// n1 starts: n1's first list has them.
+	// The other node and the gateways, before n1 starts: n1's first list
+	// has them.
 	wsRoot := t.TempDir()
 	start(t, "agentd n2", bin+"/agentd", "serve", "--scheduler", schedURL, "--node-id", "n2",
 		"--data-dir", t.TempDir(), "--listen", netip.AddrPortFrom(cpNode2, uint16(n2Port)).String(),
 		"--workspace-root", wsRoot, "--heartbeat", "500ms", "--cpu", "1", "--memory", "1g",
 		"--log-level", "info", "--network", "none", "--tls-dir", ca.Dir)
 	waitNode(t, ops, "n2")
-	// gateway serve takes no certificate yet on this branch: the test
-	// registers gw1's addresses with gw1's certificate, as it will.
-	gw1 := tlsClient(t, ca, "gateway/gw1", schedURL)
-	if err := gw1.RegisterGateway(t.Context(), "gw1", []netip.Addr{cpGateway4, cpGateway6}); err != nil {
-		t.Fatalf("RegisterGateway(gw1) = %v", err)
+	gwListen := netip.AddrPortFrom(cpGateway4, uint16(gwPort)).String()
+	gw1Files := pki.DirFiles(ca.Dir, must(pki.ParseIdentity("gateway/gw1")))
+	start(t, "gateway gw1", bin+"/gateway", "serve", "--scheduler", schedURL, "--name", "gw1", "--tls-dir", ca.Dir,
+		"--listen", gwListen, "--https-cert", gw1Files.Cert, "--https-key", gw1Files.Key,
+		"--data-dir", t.TempDir(), "--owner-email", "", "--log-level", "info")
+	// A gateway that only registers an address (gateway serve registers
+	// the address of its one listener).
+	gw6 := tlsClient(t, ca, "gateway/gw6", schedURL)
+	if err := gw6.RegisterGateway(t.Context(), "gw6", []netip.Addr{cpGateway6}); err != nil {
+		t.Fatalf("RegisterGateway(gw6) = %v", err)
 	}
+	waitFor(t, 30*time.Second, "gateway gw1 to register "+cpGateway4.String(), func() bool {
+		snap, err := ops.Snapshot(t.Context())
+		return err == nil && bytes.Contains(snap, []byte(`"name":"gw1","addresses":["`+cpGateway4.String()+`"]`))
+	})
 
 	n1 := start(t, "agentd n1", bin+"/agentd", "serve", "--scheduler", schedURL, "--node-id", "n1",
 		"--data-dir", t.TempDir(), "--listen", netip.AddrPortFrom(cpNode1, uint16(n1Port)).String(),
@@ -399,9 +410,6 @@ func runOn(t *testing.T, c *client.Client, ca *pkitest.CA, id, node string, argv
 	if err != nil {
 		t.Fatalf("stream url of %s: %v", id, err)
 	}
-	// Until the scheduler names its agents' URLs https, the agents serve
-	// TLS anyway.
-	u = strings.Replace(u, "http://", "https://", 1)
 	tr := loadSource(t, ca, "operator/ops").Transport(pki.AllowIdentity(must(pki.ParseIdentity("agent/" + node))))
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Get(u + "?follow=0")

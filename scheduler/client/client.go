@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/pki"
 )
 
 // IndexHeader carries the state index a member answered from.
@@ -31,8 +32,14 @@ const IndexHeader = "X-Rodon-Index"
 
 // Options configure a Client; the zero value is usable.
 type Options struct {
+	// TLS is the caller's certificate and the cluster CA: requests use
+	// mutual TLS 1.3 and accept only a scheduler member (role member) on
+	// the other end, and a bare HOST:PORT address means https://. Nil is
+	// plaintext, or whatever HTTPClient does.
+	TLS *pki.Source
 	// HTTPClient makes the requests; nil is a client without an overall
 	// timeout (long polls last as long as asked; bound calls with ctx).
+	// With TLS, its Transport must be nil: the client uses TLS's.
 	HTTPClient *http.Client
 	// RetryFor bounds how long a request is retried across members while
 	// none answers or the cluster has no leader; zero is 30 seconds, a
@@ -60,9 +67,14 @@ type Client struct {
 }
 
 // New returns a client of the members at addrs, a comma-separated list of
-// URLs ("http://10.0.0.1:7100,http://10.0.0.2:7100"); a bare host:port
-// means http://host:port.
+// URLs ("https://10.0.0.1:7100,https://10.0.0.2:7100"); a bare host:port
+// means https://host:port with Options.TLS, else http://host:port. With
+// TLS, an http:// URL is refused: it would not be encrypted.
 func New(addrs string, opts Options) (*Client, error) {
+	scheme := "http"
+	if opts.TLS != nil {
+		scheme = "https"
+	}
 	var urls []*url.URL
 	for a := range strings.SplitSeq(addrs, ",") {
 		a = strings.TrimSpace(a)
@@ -70,11 +82,14 @@ func New(addrs string, opts Options) (*Client, error) {
 			continue
 		}
 		if !strings.Contains(a, "://") {
-			a = "http://" + a
+			a = scheme + "://" + a
 		}
 		u, err := url.Parse(a)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return nil, fmt.Errorf("scheduler address %q: want http://HOST:PORT", a)
+			return nil, fmt.Errorf("scheduler address %q: want %s://HOST:PORT", a, scheme)
+		}
+		if opts.TLS != nil && u.Scheme != "https" {
+			return nil, fmt.Errorf("scheduler address %q: the client has a TLS certificate: want https://HOST:PORT or HOST:PORT", a)
 		}
 		u.Path = strings.TrimSuffix(u.Path, "/")
 		urls = append(urls, u)
@@ -86,6 +101,14 @@ func New(addrs string, opts Options) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
+	if opts.TLS != nil {
+		if hc.Transport != nil {
+			return nil, errors.New("client: Options.HTTPClient has a Transport and Options.TLS is set: give one or the other")
+		}
+		c := *hc
+		c.Transport = opts.TLS.Transport(pki.AllowRoles(pki.RoleMember))
+		hc = &c
+	}
 	if opts.RetryFor == 0 {
 		opts.RetryFor = 30 * time.Second
 	}
@@ -94,6 +117,10 @@ func New(addrs string, opts Options) (*Client, error) {
 	}
 	return &Client{urls: urls, hc: hc, opts: opts}, nil
 }
+
+// CloseIdleConnections closes the idle connections of the client's
+// transport (that of Options.TLS, or of Options.HTTPClient).
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
 // URLs returns the members' base URLs, in the order given to New.
 func (c *Client) URLs() []string {

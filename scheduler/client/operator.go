@@ -149,7 +149,15 @@ func (c *Client) CancelStep(ctx context.Context, id, reason string) (api.Step, e
 // StreamURL returns where the node running (or that ran) step id serves
 // its output stream.
 func (c *Client) StreamURL(ctx context.Context, id string) (string, error) {
+	loc, err := c.StreamLocation(ctx, id)
+	return loc.URL, err
+}
+
+// StreamLocation returns where the node running (or that ran) step id
+// serves its output stream, and that node's id: a caller dialling the URL
+// over TLS verifies the server is exactly agent/Node.
+func (c *Client) StreamLocation(ctx context.Context, id string) (api.StreamURL, error) {
 	var out api.StreamURL
 	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/steps/" + escape(id) + "/stream-url"}, nil, &out)
-	return out.URL, err
+	return out, err
 }

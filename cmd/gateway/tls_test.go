@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/gateway/gatewaytest"
+	"github.com/rodon-compute/rodon/gateway/relay"
+	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/pki"
+	"github.com/rodon-compute/rodon/internal/pki/pkitest"
+	"github.com/rodon-compute/rodon/scheduler/client"
+)
+
+// tlsScheduler is a scheduler stand-in over mutual TLS: the record store
+// of a MemStore and PUT /v1/gateways/{name}, recording who called.
+type tlsScheduler struct {
+	srv   *httptest.Server
+	store *gatewaytest.MemStore
+
+	mu sync.Mutex
+	// callers are the verified client identities, one per request.
+	callers []string
+	// registered are the bodies of PUT /v1/gateways/{name} by name.
+	registered map[string][]string
+	changed    chan struct{}
+}
+
+func newTLSScheduler(t *testing.T, src *pki.Source) *tlsScheduler {
+	s := &tlsScheduler{store: gatewaytest.NewMemStore(), registered: map[string][]string{}, changed: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/records/{kind}/{id}", func(w http.ResponseWriter, r *http.Request) {
+		rec, err := s.store.GetRecord(r.Context(), r.PathValue("kind"), r.PathValue("id"))
+		reply(w, rec, err)
+	})
+	mux.HandleFunc("GET /v1/records/{kind}", func(w http.ResponseWriter, r *http.Request) {
+		recs, err := s.store.ListRecords(r.Context(), r.PathValue("kind"), r.URL.Query().Get("prefix"))
+		reply(w, recs, err)
+	})
+	mux.HandleFunc("PUT /v1/records/{kind}/{id}", func(w http.ResponseWriter, r *http.Request) {
+		var req api.PutRecordRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		rec, err := s.store.PutRecord(r.Context(), r.PathValue("kind"), r.PathValue("id"), req.Version, req.Value)
+		reply(w, rec, err)
+	})
+	mux.HandleFunc("POST /v1/audit", func(w http.ResponseWriter, r *http.Request) {
+		var req api.AppendAuditRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		e, err := s.store.AppendAudit(r.Context(), req.Entry)
+		reply(w, e, err)
+	})
+	mux.HandleFunc("PUT /v1/gateways/{name}", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Addresses []string `json:"addresses"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		s.mu.Lock()
+		s.registered[r.PathValue("name")] = req.Addresses
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := pki.PeerIdentity(r.TLS)
+		s.mu.Lock()
+		s.callers = append(s.callers, id.String())
+		s.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	})
+	s.srv = httptest.NewUnstartedServer(h)
+	s.srv.TLS = src.ServerConfig(pki.AnyIdentity)
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.srv.StartTLS()
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		w.WriteHeader(ce.Status)
+		json.NewEncoder(w).Encode(api.NewError(ce.Code, ce.Message))
+		return
+	}
+	json.NewEncoder(w).Encode(v)
+}
+
+// who returns the distinct identities that called.
+func (s *tlsScheduler) who() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.callers)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// waitRegistered waits for gateway name to register and returns its
+// addresses.
+func (s *tlsScheduler) waitRegistered(t *testing.T, name string) []string {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		s.mu.Lock()
+		addrs, ok := s.registered[name]
+		ch := s.changed
+		s.mu.Unlock()
+		if ok {
+			return addrs
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("gateway %s never registered its addresses", name)
+		}
+	}
+}
+
+// TestBootstrapOverTLS: `gateway bootstrap` reaches the scheduler over
+// mutual TLS as gateway/NAME, and refuses a server that is not a member
+// of the cluster.
+func TestBootstrapOverTLS(t *testing.T) {
+	ca := pkitest.New(t)
+	ca.Issue(t, pkitest.Identity(t, pki.RoleGateway, "gw1"), pki.IssueOptions{})
+	sched := newTLSScheduler(t, ca.Source(t, pki.RoleMember, "m1"))
+	notMember := newTLSScheduler(t, ca.Source(t, pki.RoleAgent, "m1"))
+	foreign := newTLSScheduler(t, pkitest.New(t).Source(t, pki.RoleMember, "m1"))
+	bare := strings.TrimPrefix(sched.srv.URL, "https://")
+
+	for _, tc := range []struct {
+		name, url string
+		want      string
+	}{
+		{"a member", sched.srv.URL, ""},
+		{"a bare address is https", bare, ""},
+		{"an agent certificate", notMember.srv.URL, "peer agent/m1: want role member"},
+		{"another CA", foreign.srv.URL, "certificate signed by unknown authority"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cf := clusterFlags{scheduler: tc.url, name: "gw1", tls: cli.TLSFlags{Dir: ca.Dir}, retryFor: -1}
+			c, _, err := cf.connect(slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatalf("connect() = %v", err)
+			}
+			var stdout, stderr strings.Builder
+			err = bootstrap(t.Context(), c, "boss@example.com", &stdout, &stderr)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("bootstrap against %s = %v, want %q", tc.name, err, tc.want)
+			}
+		})
+	}
+	// The command itself, once.
+	var stdout, stderr strings.Builder
+	code := run([]string{"bootstrap", "--scheduler", sched.srv.URL, "--tls-dir", ca.Dir, "--name", "gw1", "--email", "boss@example.com"},
+		&stdout, &stderr)
+	if code != 0 || !strings.Contains(stderr.String(), "an owner exists already") {
+		t.Errorf("gateway bootstrap = %d, stdout %q, stderr %q; want 0 and the owner made above", code, stdout.String(), stderr.String())
+	}
+	if got := sched.who(); !slices.Equal(got, []string{"gateway/gw1"}) {
+		t.Errorf("the scheduler was called by %q, want only gateway/gw1", got)
+	}
+	if got := len(notMember.who()) + len(foreign.who()); got != 0 {
+		t.Errorf("servers that are not members got %d requests, want none", got)
+	}
+}
+
+// TestServeHTTPS runs `gateway serve` with an HTTPS public listener
+// against a TLS scheduler: browsers get HTTPS only, every call to the
+// scheduler is made as gateway/gw1, and the gateway registers the address
+// it listens on.
+func TestServeHTTPS(t *testing.T) {
+	ca := pkitest.New(t)
+	ca.Issue(t, pkitest.Identity(t, pki.RoleGateway, "gw1"), pki.IssueOptions{})
+	// The public certificate: the cluster CA's, for the host browsers use.
+	public := t.TempDir()
+	if _, err := ca.IssueFiles(public, pkitest.Identity(t, pki.RoleGateway, "gw1"), pki.IssueOptions{Hosts: []string{"127.0.0.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	pubFiles := pki.DirFiles(public, pkitest.Identity(t, pki.RoleGateway, "gw1"))
+	sched := newTLSScheduler(t, ca.Source(t, pki.RoleMember, "m1"))
+	addr := freeAddr(t)
+
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"--scheduler", sched.srv.URL, "--tls-dir", ca.Dir, "--name", "gw1", "--listen", addr,
+		"--data-dir", t.TempDir(), "--https-cert", pubFiles.Cert, "--https-key", pubFiles.Key}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	out := &syncWriter{}
+	go func() { done <- serve(ctx, &f, slog.New(slog.DiscardHandler), out) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve() = %v, want nil after cancel", err)
+		}
+	})
+
+	if got := sched.waitRegistered(t, "gw1"); !slices.Equal(got, []string{"127.0.0.1"}) {
+		t.Errorf("registered addresses %q, want [127.0.0.1]", got)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("https://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("GET https://%s/healthz = %v", addr, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.TLS == nil {
+		t.Errorf("GET /healthz over HTTPS = %s, want 200 over TLS", resp.Status)
+	}
+	plain := &http.Client{Timeout: 5 * time.Second}
+	if resp, err := plain.Get("http://" + addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("GET /healthz over plain HTTP = %s, want no answer but a refusal", resp.Status)
+		}
+	}
+	// The first owner is created through the scheduler's record store.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "one-time password") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "https://"+addr) {
+		t.Errorf("serve printed %q, want the one-time password and the https site", out.String())
+	}
+	if got := sched.who(); !slices.Equal(got, []string{"gateway/gw1"}) {
+		t.Errorf("the scheduler was called by %q, want only gateway/gw1", got)
+	}
+}
+
+// freeAddr returns a loopback address no one listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncWriter is a strings.Builder safe for a writer and a reader.
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestInputVerifiesNode: terminal input goes only to the agent of the
+// step's node, over TLS; nothing is sent to another.
+func TestInputVerifiesNode(t *testing.T) {
+	ca := pkitest.New(t)
+	agents := relay.NewAgents(ca.Source(t, pki.RoleGateway, "gw1"))
+	t.Cleanup(agents.CloseIdleConnections)
+	var mu sync.Mutex
+	var got []string
+	agent := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+string(b))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	agent.TLS = ca.Source(t, pki.RoleAgent, "n1").ServerConfig(pki.AllowRoles(pki.RoleGateway))
+	agent.Config.ErrorLog = log.New(io.Discard, "", 0)
+	agent.StartTLS()
+	t.Cleanup(agent.Close)
+	plainAgent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("plain HTTP agent got %s %s", r.Method, r.URL)
+	}))
+	t.Cleanup(plainAgent.Close)
+
+	for _, tc := range []struct {
+		name string
+		loc  api.StreamURL
+		want string
+	}{
+		{"its node", api.StreamURL{URL: agent.URL + "/v1/steps/s1/stream", Node: "n1"}, ""},
+		{"another node", api.StreamURL{URL: agent.URL + "/v1/steps/s1/stream", Node: "n2"}, "want agent/n2"},
+		{"plain http", api.StreamURL{URL: plainAgent.URL + "/v1/steps/s1/stream", Node: "n1"}, "plain HTTP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdin, _ := agentInput(func(context.Context, string) (api.StreamURL, error) { return tc.loc, nil }, agents)
+			err := stdin(t.Context(), "s1", []byte("ls\r"))
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("stdin() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{`POST /v1/steps/s1/input {"type":"stdin","data":"ls\r"}`}; !slices.Equal(got, want) {
+		t.Errorf("the agent got %q, want %q", got, want)
+	}
+}
