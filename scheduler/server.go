@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/envseal"
 )
 
 // Config configures a scheduler member (`scheduler serve`).
@@ -50,6 +51,12 @@ type Config struct {
 	// Raft holds Raft's timing; its ID, DataDir, Addr and Bootstrap are
 	// taken from the fields above.
 	Raft RaftConfig
+	// EnvKey seals step environment values before they are replicated and
+	// opens them for the agents that run the steps (--env-key,
+	// internal/envseal). Every member of a cluster needs the same key.
+	// Nil makes New generate an ephemeral key, which it logs: fit only for
+	// a single member whose steps do not outlive it.
+	EnvKey *envseal.Key
 }
 
 // Defaults of Config.
@@ -84,6 +91,8 @@ type Server struct {
 	handler http.Handler
 	// fwd carries forwarded writes and member health checks.
 	fwd *http.Client
+	// envKey seals and opens step environment values (env.go).
+	envKey *envseal.Key
 	// now is the leader's clock; tests may replace it before Run.
 	now func() time.Time
 	// loops counts the leader loops running.
@@ -118,6 +127,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := checkHostPort(cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("scheduler: http address: %w", err)
 	}
+	envKey := cfg.EnvKey
+	if envKey == nil {
+		var err error
+		if envKey, err = envseal.Generate(); err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+		logger.Warn("no env key given: sealing step environment values with an ephemeral key; "+
+			"another member, or this one after a restart, cannot open them (pass --env-key)", "member", cfg.ID)
+	}
 	rc := cfg.Raft
 	rc.ID, rc.DataDir, rc.Addr, rc.Bootstrap = cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Bootstrap
 	fsm := NewFSM(logger.With("member", cfg.ID))
@@ -131,6 +149,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		fsm:    fsm,
 		raft:   r,
 		fwd:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}},
+		envKey: envKey,
 		now:    func() time.Time { return time.Now().UTC() },
 	}
 	s.metrics = newMetrics(s)
