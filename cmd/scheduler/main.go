@@ -14,7 +14,8 @@ const usage = `usage: scheduler COMMAND [FLAGS]
 
 Commands:
   serve [FLAGS]   run a scheduler member
-  tls init|issue  make the cluster CA and issue certificates
+  tls init|issue|rotate-env-key
+                  make the cluster CA and env key, issue certificates
 
 Run "scheduler serve -h" or "scheduler tls -h" for their flags.
 `

@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/scheduler"
 )
 
@@ -26,6 +30,7 @@ type serveFlags struct {
 	join      string
 	nodeTTL   time.Duration
 	logLevel  string
+	envKey    string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -38,6 +43,29 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.join, "join", "", "HTTPADDR[,HTTPADDR...] of existing members to join")
 	fs.DurationVar(&f.nodeTTL, "node-ttl", d.NodeTTL, "silence after which a node is declared down")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.envKey, "env-key", "", "the cluster env key that seals step environment values, the same file on every member "+
+		"(default TLS-DIR/"+envseal.KeyFile+", made by `scheduler tls init`)")
+}
+
+// loadEnvKey loads the env key: --env-key, or env-key.json in tlsDir. A
+// member without TLS (plaintext) may lack the default file: it then seals
+// with an ephemeral key (scheduler.New says so in its log), fit for one
+// member only. An explicit --env-key must load.
+func (f *serveFlags) loadEnvKey(tlsDir string, plaintext bool, logger *slog.Logger) (*envseal.Key, error) {
+	path := f.envKey
+	if path == "" {
+		path = filepath.Join(tlsDir, envseal.KeyFile)
+	}
+	k, err := envseal.Load(path)
+	switch {
+	case err == nil:
+		logger.Info("env key loaded", "path", path, "primary_key_id", k.PrimaryID())
+		return k, nil
+	case errors.Is(err, os.ErrNotExist) && f.envKey == "" && plaintext:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w: --env-key %s: %v: create it with `scheduler tls init --dir DIR` and give every member the same file",
+		errUsage, path, err)
 }
 
 // config checks the flags and returns the member's configuration; every
@@ -108,6 +136,11 @@ func serveCmd(args []string, stderr io.Writer) error {
 	}
 	cfg, err := f.config()
 	if err != nil {
+		return err
+	}
+	// Until serve takes the TLS flags, every member runs without TLS: the
+	// key's default is in RODON_TLS_DIR, and may be missing.
+	if cfg.EnvKey, err = f.loadEnvKey(cli.TLSDir(), true, logger); err != nil {
 		return err
 	}
 	// Signals first: a SIGTERM during start-up stops the member cleanly.
