@@ -117,9 +117,9 @@ func (s *Server) handleSealEnv(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// serve runs a handler on this member, whoever leads, without reading the
-// state.
-func (s *Server) serve(h handlerFunc) http.HandlerFunc {
+// local runs a handler on this member, whoever leads, without reading
+// the state.
+func (s *Server) local(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			writeError(w, errorOf(err))
