@@ -92,6 +92,7 @@ var accessTable = map[string]access{
 	"POST /v1/nodes/{id}/undrain": {roles: operators, action: "undrain a node"},
 
 	"POST /v1/steps":                {roles: clients, action: "submit a step"},
+	"POST /v1/env/seal":             {roles: clients, action: "seal environment values"},
 	"GET /v1/steps":                 {roles: clients, action: "list the steps"},
 	"GET /v1/steps/{id}":            {roles: clients, action: "read a step"},
 	"POST /v1/steps/{id}/cancel":    {roles: clients, action: "cancel a step"},

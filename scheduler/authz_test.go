@@ -88,6 +88,7 @@ var matrixRows = map[string][]matrixCase{
 
 	"POST /v1/steps":                {{path: fixedPath("/v1/steps"), body: fixedPath(unplaceable), allow: clientIDs, ok: 201}},
 	"GET /v1/steps":                 {{path: fixedPath("/v1/steps"), allow: clientIDs, ok: 200}},
+	"POST /v1/env/seal":             {{path: fixedPath("/v1/env/seal"), body: fixedPath(`{"step":"later-1","env":["A=b"]}`), allow: clientIDs, ok: 200}},
 	"GET /v1/steps/{id}":            {{path: fixedPath("/v1/steps/s1"), allow: clientIDs, ok: 200}},
 	"POST /v1/steps/{id}/cancel":    {{path: fixedPath("/v1/steps/s2/cancel"), body: fixedPath(`{"reason":"matrix"}`), allow: clientIDs, ok: 200}},
 	"GET /v1/steps/{id}/stream-url": {{path: fixedPath("/v1/steps/s1/stream-url"), allow: clientIDs, ok: 200}},

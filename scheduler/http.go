@@ -43,6 +43,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/steps/{id}", s.read(s.handleStep))
 	mux.HandleFunc("POST /v1/steps/{id}/cancel", s.write(s.handleCancel))
 	mux.HandleFunc("GET /v1/steps/{id}/stream-url", s.read(s.handleStreamURL))
+	mux.HandleFunc("POST /v1/env/seal", s.local(s.handleSealEnv))
 
 	mux.HandleFunc("POST /v1/agent/register", s.write(s.handleRegister))
 	mux.HandleFunc("POST /v1/agent/heartbeat", s.write(s.handleHeartbeat))

@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 )
@@ -189,6 +191,9 @@ func (m *member) stop(t *testing.T) {
 func TestServeTLS(t *testing.T) {
 	ca := pkitest.New(t)
 	ca.Issue(t, pkitest.Identity(t, pki.RoleMember, "m1"), pki.IssueOptions{})
+	if err := envseal.Create(filepath.Join(ca.Dir, envseal.KeyFile)); err != nil {
+		t.Fatal(err)
+	}
 	ops := ca.Source(t, pki.RoleOperator, "ops")
 	tr := ops.Transport(pki.AllowRoles(pki.RoleMember))
 	tr.DisableKeepAlives = true

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,12 +10,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/scheduler"
 )
@@ -30,6 +33,7 @@ type serveFlags struct {
 	nodeTTL   time.Duration
 	logLevel  string
 	tls       cli.TLSFlags
+	envKey    string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -43,6 +47,29 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.nodeTTL, "node-ttl", d.NodeTTL, "silence after which a node is declared down")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.tls.Register(fs)
+	fs.StringVar(&f.envKey, "env-key", "", "the cluster env key that seals step environment values, the same file on every member "+
+		"(default TLS-DIR/"+envseal.KeyFile+", made by `scheduler tls init`)")
+}
+
+// loadEnvKey loads the env key: --env-key, or env-key.json in tlsDir. A
+// member without TLS (plaintext) may lack the default file: it then seals
+// with an ephemeral key (scheduler.New says so in its log), fit for one
+// member only. An explicit --env-key must load.
+func (f *serveFlags) loadEnvKey(tlsDir string, plaintext bool, logger *slog.Logger) (*envseal.Key, error) {
+	path := f.envKey
+	if path == "" {
+		path = filepath.Join(tlsDir, envseal.KeyFile)
+	}
+	k, err := envseal.Load(path)
+	switch {
+	case err == nil:
+		logger.Info("env key loaded", "path", path, "primary_key_id", k.PrimaryID())
+		return k, nil
+	case errors.Is(err, os.ErrNotExist) && f.envKey == "" && plaintext:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w: --env-key %s: %v: create it with `scheduler tls init --dir DIR` and give every member the same file",
+		errUsage, path, err)
 }
 
 // config checks the flags and returns the member's configuration; every
@@ -163,6 +190,9 @@ func serveCmd(args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.TLS = src
+	if cfg.EnvKey, err = f.loadEnvKey(f.tls.Dir, f.tls.Plaintext, logger); err != nil {
+		return err
+	}
 	srv, err := scheduler.New(cfg, logger)
 	if err != nil {
 		return err
