@@ -70,6 +70,7 @@ var matrixRows = map[string][]matrixCase{
 			cfg := c.members[0].srv.cfg
 			return fmt.Sprintf(`{"id":"m0","raft_address":%q,"http_address":%q}`, cfg.RaftAddr, cfg.HTTPAddr)
 		}}},
+	"GET /v1/members/env-key": {{path: fixedPath("/v1/members/env-key"), allow: []string{"member/m0", "member/m9"}, ok: 200}},
 	"POST /v1/members/remove": {{path: fixedPath("/v1/members/remove"), body: fixedPath(`{"id":"nobody"}`), allow: operatorOnly, ok: 404}},
 	"GET /v1/snapshot":        {{path: fixedPath("/v1/snapshot"), allow: operatorOnly, ok: 200}},
 	"POST /v1/snapshot/restore": {{path: fixedPath("/v1/snapshot/restore"), allow: operatorOnly, ok: 200,

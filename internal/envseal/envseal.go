@@ -56,7 +56,8 @@ var ErrExists = errors.New("an env key already exists")
 
 // Key is a loaded env key. It is safe for concurrent use.
 type Key struct {
-	aead tink.AEAD
+	handle *keyset.Handle
+	aead   tink.AEAD
 	// primary is the id of the key that seals, for logs.
 	primary uint32
 }
@@ -66,7 +67,7 @@ func newKey(h *keyset.Handle) (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("env key: want an AEAD keyset: %w", err)
 	}
-	return &Key{aead: a, primary: h.KeysetInfo().GetPrimaryKeyId()}, nil
+	return &Key{handle: h, aead: a, primary: h.KeysetInfo().GetPrimaryKeyId()}, nil
 }
 
 // Generate returns a new key of one AES-256-GCM key, in memory only.
@@ -139,6 +140,34 @@ func Rotate(path string) (uint32, error) {
 		return 0, err
 	}
 	return id, writeHandle(path, h)
+}
+
+// Export is the keyset in the file format of KeyFile (Tink's JSON
+// keyset, in clear): for a joining member only, over mutual TLS.
+func (k *Key) Export() ([]byte, error) {
+	var buf bytes.Buffer
+	if err := insecurecleartextkeyset.Write(k.handle, keyset.NewJSONWriter(&buf)); err != nil {
+		return nil, fmt.Errorf("encode env key: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Save checks that data is a keyset Export wrote, writes it to path
+// (owner-only) and returns the key. Like Create it refuses to replace an
+// existing file.
+func Save(path string, data []byte) (*Key, error) {
+	if _, err := os.Stat(path); err == nil {
+		return nil, fmt.Errorf("%w: %s", ErrExists, path)
+	}
+	h, err := insecurecleartextkeyset.Read(keyset.NewJSONReader(bytes.NewReader(data)))
+	if err != nil {
+		return nil, fmt.Errorf("env key: not a Tink JSON keyset: %w", err)
+	}
+	k, err := newKey(h)
+	if err != nil {
+		return nil, err
+	}
+	return k, writeHandle(path, h)
 }
 
 // writeHandle writes h to a temporary file beside path (mode 0600) and

@@ -132,3 +132,35 @@ func TestLoadRefusesGarbage(t *testing.T) {
 		t.Errorf("Load(missing) = %v, want ErrNotExist", err)
 	}
 }
+
+func TestExportSave(t *testing.T) {
+	k, err := envseal.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := k.Seal(envseal.ForStep, "s1", "A", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := k.Export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), envseal.KeyFile)
+	saved, err := envseal.Save(path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := saved.Open(envseal.ForStep, "s1", "A", sealed); err != nil || v != "v" {
+		t.Errorf("Open with the saved key = %q, %v; want the value", v, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("saved key file: %v, %v; want mode 0600", fi, err)
+	}
+	if _, err := envseal.Save(path, data); !errors.Is(err, envseal.ErrExists) {
+		t.Errorf("Save over an existing file = %v, want envseal.ErrExists", err)
+	}
+	if _, err := envseal.Save(filepath.Join(t.TempDir(), envseal.KeyFile), []byte(`{"key":[]}`)); err == nil {
+		t.Error("Save of an empty keyset = nil error")
+	}
+}
