@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rodon-compute/rodon/cluster"
-	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/envseal"
+	"github.com/rodon-compute/rodon/internal/pki"
 )
 
 // Config configures a scheduler member (`scheduler serve`).
