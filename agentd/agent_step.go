@@ -122,6 +122,9 @@ func (r *stepRun) step() (Step, error) {
 		Limits:  oci.Limits{CPU: r.spec.CPU, MemoryBytes: r.spec.MemoryBytes, Pids: r.spec.Pids},
 		Timeout: r.spec.Timeout, Attempt: r.attempt, NoInternet: r.spec.NoInternet, TTY: r.spec.TTY,
 	}
+	if r.spec.EnvError != "" {
+		return st, fmt.Errorf("environment: %s", r.spec.EnvError)
+	}
 	if r.spec.Workspace != "" {
 		if err := cluster.ValidateStepID(cluster.StepID(r.spec.Workspace)); err != nil {
 			return st, fmt.Errorf("workspace name %q: want 1-63 characters of a-z, 0-9, '-' and '_'", r.spec.Workspace)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,6 +193,29 @@ func TestAgentRunsAssignedStep(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(wsRoot, "ws1", "log.txt")); err != nil || string(b) != "line\n" {
 		t.Errorf("workspace log.txt = %q, %v; want one line", b, err)
+	}
+}
+
+// TestAgentFailsStepWithoutItsEnv: an assignment whose environment the
+// scheduler could not open fails at start with that reason; the step never
+// runs without its values.
+func TestAgentFailsStepWithoutItsEnv(t *testing.T) {
+	rt := newTestRuntime(t)
+	sched := newFakeScheduler()
+	_, wsRoot := startAgent(t, rt, sched)
+	sched.assign(cluster.Step{ID: "e-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: cluster.StepSpec{
+		Image: "base", Args: []string{"sh", "-c", "touch ran"}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
+		EnvError: "the value of environment variable K does not open with the env key of scheduler member m1",
+	}})
+	sched.waitFor(t, "the exit of e-1", func() bool { _, ok := sched.exits["e-1"]; return ok })
+	sched.mu.Lock()
+	rec := sched.exits["e-1"]
+	sched.mu.Unlock()
+	if rec.State != cluster.StateFailed || !strings.Contains(rec.Reason, "environment variable K does not open") {
+		t.Errorf("exit record = %+v, want failed with the env error as its reason", rec)
+	}
+	if _, err := os.Stat(filepath.Join(wsRoot, "ws1", "ran")); err == nil {
+		t.Error("the step ran without its environment")
 	}
 }
 

@@ -69,9 +69,11 @@ func (s Step) validate() error {
 	case s.Timeout < 0:
 		return fmt.Errorf("step %s: negative timeout %v", s.ID, s.Timeout)
 	}
-	for _, e := range s.Env {
+	for i, e := range s.Env {
+		// Never quoted: the value is a secret, and the error becomes the
+		// step's reason.
 		if !validEnv(e) {
-			return fmt.Errorf("step %s: environment entry %q: want NAME=VALUE", s.ID, e)
+			return fmt.Errorf("step %s: environment entry %d: want NAME=VALUE without NUL", s.ID, i)
 		}
 	}
 	return s.Limits.Validate()

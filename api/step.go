@@ -12,8 +12,18 @@ type StepRequest struct {
 	ID    string   `json:"id,omitempty"`
 	Image string   `json:"image"`
 	Args  []string `json:"args"`
-	// Env holds NAME=VALUE entries.
+	// Env holds NAME=VALUE entries. Values are write-only: the scheduler
+	// seals them before they are replicated, and no answer returns them
+	// (answers name the variables in EnvNames).
 	Env []string `json:"env,omitempty"`
+	// SealedEnv holds variables sealed earlier for this step's ID by POST
+	// /v1/env/seal (the gateway keeps its runs' values so); the request
+	// must name that ID. They follow Env in the step's environment.
+	SealedEnv []SealedEnv `json:"sealed_env,omitempty"`
+	// EnvNames, in answers only, names the step's environment variables
+	// in order; their values are never returned. A request must not set
+	// it.
+	EnvNames []string `json:"env_names,omitempty"`
 	// CPU is in cores (such as 0.5); MemoryBytes in bytes. Both are
 	// reserved on the node while the step is live, and are its limits.
 	CPU         float64 `json:"cpu"`
@@ -34,6 +44,28 @@ type StepRequest struct {
 	// steps of a run). The step waits in the queue while that node cannot
 	// take it.
 	Node string `json:"node,omitempty"`
+}
+
+// SealedEnv is an environment variable whose value is sealed with the
+// cluster env key, bound to one step id and the name: opaque to everyone
+// but the scheduler.
+type SealedEnv struct {
+	Name   string `json:"name"`
+	Sealed []byte `json:"sealed"`
+}
+
+// SealEnvRequest is the body of POST /v1/env/seal: the environment of the
+// step that will be submitted later with id Step.
+type SealEnvRequest struct {
+	Step string   `json:"step"`
+	Env  []string `json:"env"`
+}
+
+// SealEnvAnswer is the answer of POST /v1/env/seal: pass SealedEnv as the
+// StepRequest's sealed_env when submitting step Step.
+type SealEnvAnswer struct {
+	Step      string      `json:"step"`
+	SealedEnv []SealedEnv `json:"sealed_env"`
 }
 
 // Step is the public record of a step (SPEC.md, "Steps").

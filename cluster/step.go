@@ -37,7 +37,20 @@ type StepSpec struct {
 	// Image is a containerd image reference or a bundle's short name.
 	Image string   `json:"image"`
 	Args  []string `json:"args"`
-	Env   []string `json:"env,omitempty"`
+	// Env is the step's environment as NAME=VALUE entries. It is set only
+	// in an agent's assignments, where the member answering opened the
+	// values of SealedEnv for the node that runs the step; the replicated
+	// state never holds it (a submission or restore carrying it is
+	// refused).
+	Env []string `json:"env,omitempty"`
+	// EnvError, in an agent's assignment only, replaces Env when the
+	// member answering could not open the values (it lacks the env key
+	// they were sealed with); the agent fails the step with it.
+	EnvError string `json:"env_error,omitempty"`
+	// SealedEnv is the environment as replicated, in order: each name with
+	// its value sealed by the leader with the cluster env key
+	// (internal/envseal, purpose "step", bound to the step id and name).
+	SealedEnv []EnvVar `json:"sealed_env,omitempty"`
 	// CPU (cores) and MemoryBytes are reserved on the node while the step is
 	// placed, starting or running, and are its limits.
 	CPU         float64 `json:"cpu"`
@@ -91,12 +104,51 @@ func (s StepSpec) Validate() error {
 	case s.Timeout < 0:
 		return fmt.Errorf("timeout %v: must not be negative", s.Timeout)
 	}
-	for _, e := range s.Env {
+	for i, e := range s.Env {
+		// The entry is never quoted: its value is a secret.
 		if name, _, ok := strings.Cut(e, "="); !ok || name == "" || strings.ContainsRune(e, 0) {
-			return fmt.Errorf("environment entry %q: want NAME=VALUE", e)
+			return fmt.Errorf("environment entry %d: want NAME=VALUE without NUL", i)
+		}
+	}
+	for i, v := range s.SealedEnv {
+		if err := ValidateEnvName(v.Name); err != nil {
+			return fmt.Errorf("sealed environment entry %d: %w", i, err)
+		}
+		if len(v.Sealed) == 0 {
+			return fmt.Errorf("sealed environment entry %d (%s): no sealed value", i, v.Name)
 		}
 	}
 	return nil
+}
+
+// EnvVar is one environment variable of a step as the scheduler keeps it:
+// its name, and its value sealed with the cluster env key. Only the
+// scheduler opens it, for the agent that runs the step.
+type EnvVar struct {
+	Name   string `json:"name"`
+	Sealed []byte `json:"sealed"`
+}
+
+// ValidateEnvName reports whether name can name an environment variable:
+// not empty, without '=' or NUL.
+func ValidateEnvName(name string) error {
+	if name == "" || strings.ContainsAny(name, "=\x00") {
+		return fmt.Errorf("variable name %q: want a non-empty name without '=' or NUL", name)
+	}
+	return nil
+}
+
+// EnvNames returns the names of the step's variables, in order.
+func (s StepSpec) EnvNames() []string {
+	var names []string
+	for _, e := range s.Env {
+		name, _, _ := strings.Cut(e, "=")
+		names = append(names, name)
+	}
+	for _, v := range s.SealedEnv {
+		names = append(names, v.Name)
+	}
+	return names
 }
 
 // Step is the scheduler's record of one step: its spec and where it is in
@@ -164,6 +216,7 @@ func (s *Step) AddEvent(e Event) {
 func (s Step) Clone() Step {
 	s.Spec.Args = slices.Clone(s.Spec.Args)
 	s.Spec.Env = slices.Clone(s.Spec.Env)
+	s.Spec.SealedEnv = slices.Clone(s.Spec.SealedEnv)
 	s.Events = slices.Clone(s.Events)
 	if s.ExitCode != nil {
 		c := *s.ExitCode

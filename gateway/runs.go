@@ -64,9 +64,10 @@ func stepRequest(i int, spec StepSpec) (api.StepRequest, error) {
 		return req, badRequest("field %q: %d entries, at most %d", field("env"), len(spec.Env), maxEnv)
 	}
 	for j, e := range spec.Env {
+		// Never quote the entry: its value is a secret.
 		name, _, ok := strings.Cut(e, "=")
 		if !ok || !envNameRE.MatchString(name) || strings.ContainsRune(e, 0) {
-			return req, badRequest("field \"%s[%d]\": %q: want NAME=VALUE with NAME of letters, digits and _", field("env"), j, e)
+			return req, badRequest("field \"%s[%d]\": want NAME=VALUE with NAME of letters, digits and _ and no NUL", field("env"), j)
 		}
 	}
 	switch {
@@ -90,6 +91,21 @@ func stepRequest(i int, spec StepSpec) (api.StepRequest, error) {
 		return req, badRequest("field %q: %v: want 0 (none) to %v", field("timeout"), t, maxTimeout)
 	}
 	return req, nil
+}
+
+// sealEnv replaces the values of req.Env by entries the scheduler sealed
+// for step id, which the Driver submits with the step: a run record never
+// holds an environment value (SPEC.md, "The trust boundary").
+func (g *Gateway) sealEnv(ctx context.Context, id string, req *api.StepRequest) error {
+	if len(req.Env) == 0 {
+		return nil
+	}
+	sealed, err := g.steps.SealEnv(ctx, id, req.Env)
+	if err != nil {
+		return fmt.Errorf("seal the environment of step %s: %w", id, err)
+	}
+	req.Env, req.SealedEnv = nil, sealed
+	return nil
 }
 
 // parseSize parses a memory size: bytes, or a number with K, M, G (powers
@@ -145,6 +161,11 @@ func (g *Gateway) handleCreateRun(c *call) error {
 			return err
 		}
 		run.Steps = append(run.Steps, runStepRecord{ID: stepID(run.ID, i), Index: i, Spec: sr, Status: stepPending})
+	}
+	for i := range run.Steps {
+		if err := g.sealEnv(c.ctx, run.Steps[i].ID, &run.Steps[i].Spec); err != nil {
+			return err
+		}
 	}
 	if b, _ := json.Marshal(run); len(b) > maxRunRecord {
 		return badRequest("run too large: %d bytes of steps, at most %d: pass data through the workspace, not arguments", len(b), maxRunRecord)

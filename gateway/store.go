@@ -35,6 +35,10 @@ type Steps interface {
 	CancelStep(ctx context.Context, id, reason string) (api.Step, error)
 	WaitStep(ctx context.Context, id string, index uint64, wait time.Duration) (api.Step, error)
 	StreamURL(ctx context.Context, id string) (string, error)
+	// SealEnv has the scheduler seal env (NAME=VALUE) for the step that
+	// will be submitted later with id step: run records keep the sealed
+	// entries, never a value.
+	SealEnv(ctx context.Context, step string, env []string) ([]api.SealedEnv, error)
 }
 
 // IsNotFound reports whether err is the scheduler's not_found answer.

@@ -55,6 +55,9 @@ func (st *State) applySubmitStep(idx uint64, c *cluster.SubmitStep) any {
 	if err := c.Spec.Validate(); err != nil {
 		return fmt.Errorf("step %s: %w: %w", c.Step, err, ErrInvalid)
 	}
+	if len(c.Spec.Env) > 0 || c.Spec.EnvError != "" {
+		return fmt.Errorf("step %s: plaintext environment values are never replicated: the leader seals them: %w", c.Step, ErrInvalid)
+	}
 	if _, ok := st.steps[c.Step]; ok {
 		return fmt.Errorf("step %s: %w", c.Step, ErrExists)
 	}

@@ -82,6 +82,7 @@ var accessTable = map[string]access{
 
 	"GET /v1/members":           {roles: clients, action: "list the members"},
 	"POST /v1/members/join":     {roles: members, own: ownMemberBody, action: "join the cluster"},
+	"GET /v1/members/env-key":   {roles: members, action: "read the cluster env key"},
 	"POST /v1/members/remove":   {roles: operators, action: "remove a member"},
 	"GET /v1/snapshot":          {roles: operators, action: "save a snapshot"},
 	"POST /v1/snapshot/restore": {roles: operators, action: "restore a snapshot"},
@@ -92,6 +93,7 @@ var accessTable = map[string]access{
 	"POST /v1/nodes/{id}/undrain": {roles: operators, action: "undrain a node"},
 
 	"POST /v1/steps":                {roles: clients, action: "submit a step"},
+	"POST /v1/env/seal":             {roles: clients, action: "seal environment values"},
 	"GET /v1/steps":                 {roles: clients, action: "list the steps"},
 	"GET /v1/steps/{id}":            {roles: clients, action: "read a step"},
 	"POST /v1/steps/{id}/cancel":    {roles: clients, action: "cancel a step"},

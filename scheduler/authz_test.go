@@ -70,6 +70,7 @@ var matrixRows = map[string][]matrixCase{
 			cfg := c.members[0].srv.cfg
 			return fmt.Sprintf(`{"id":"m0","raft_address":%q,"http_address":%q}`, cfg.RaftAddr, cfg.HTTPAddr)
 		}}},
+	"GET /v1/members/env-key": {{path: fixedPath("/v1/members/env-key"), allow: []string{"member/m0", "member/m9"}, ok: 200}},
 	"POST /v1/members/remove": {{path: fixedPath("/v1/members/remove"), body: fixedPath(`{"id":"nobody"}`), allow: operatorOnly, ok: 404}},
 	"GET /v1/snapshot":        {{path: fixedPath("/v1/snapshot"), allow: operatorOnly, ok: 200}},
 	"POST /v1/snapshot/restore": {{path: fixedPath("/v1/snapshot/restore"), allow: operatorOnly, ok: 200,
@@ -88,6 +89,7 @@ var matrixRows = map[string][]matrixCase{
 
 	"POST /v1/steps":                {{path: fixedPath("/v1/steps"), body: fixedPath(unplaceable), allow: clientIDs, ok: 201}},
 	"GET /v1/steps":                 {{path: fixedPath("/v1/steps"), allow: clientIDs, ok: 200}},
+	"POST /v1/env/seal":             {{path: fixedPath("/v1/env/seal"), body: fixedPath(`{"step":"later-1","env":["A=b"]}`), allow: clientIDs, ok: 200}},
 	"GET /v1/steps/{id}":            {{path: fixedPath("/v1/steps/s1"), allow: clientIDs, ok: 200}},
 	"POST /v1/steps/{id}/cancel":    {{path: fixedPath("/v1/steps/s2/cancel"), body: fixedPath(`{"reason":"matrix"}`), allow: clientIDs, ok: 200}},
 	"GET /v1/steps/{id}/stream-url": {{path: fixedPath("/v1/steps/s1/stream-url"), allow: clientIDs, ok: 200}},

@@ -24,11 +24,12 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 		return cluster.StepSpec{}, badRequest("field \"pids\": %d is negative: want a process limit, or 0 for none", req.Pids)
 	case req.Timeout < 0:
 		return cluster.StepSpec{}, badRequest("field \"timeout\": %v is negative: want a duration, or none", time.Duration(req.Timeout))
+	case len(req.EnvNames) > 0:
+		return cluster.StepSpec{}, badRequest("field \"env_names\": answers name a step's variables there; a request sends them in \"env\" (NAME=VALUE) or \"sealed_env\"")
 	}
 	spec := cluster.StepSpec{
 		Image:       req.Image,
 		Args:        req.Args,
-		Env:         req.Env,
 		CPU:         req.CPU,
 		MemoryBytes: req.MemoryBytes,
 		Pids:        req.Pids,
@@ -55,11 +56,13 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 	return spec, nil
 }
 
+// requestOf is the spec as answers show it: the environment by its names
+// only.
 func requestOf(spec cluster.StepSpec) api.StepRequest {
 	return api.StepRequest{
 		Image:       spec.Image,
 		Args:        slices.Clone(spec.Args),
-		Env:         slices.Clone(spec.Env),
+		EnvNames:    spec.EnvNames(),
 		CPU:         spec.CPU,
 		MemoryBytes: spec.MemoryBytes,
 		Pids:        spec.Pids,

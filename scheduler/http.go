@@ -30,6 +30,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/members", s.read(s.handleMembers))
 	mux.HandleFunc("POST /v1/members/join", s.write(s.handleJoin))
 	mux.HandleFunc("POST /v1/members/remove", s.write(s.handleRemoveMember))
+	mux.HandleFunc("GET /v1/members/env-key", s.local(s.handleEnvKey))
 	mux.HandleFunc("GET /v1/snapshot", s.read(s.handleSnapshot))
 	mux.HandleFunc("POST /v1/snapshot/restore", s.write(s.handleRestore))
 
@@ -43,6 +44,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/steps/{id}", s.read(s.handleStep))
 	mux.HandleFunc("POST /v1/steps/{id}/cancel", s.write(s.handleCancel))
 	mux.HandleFunc("GET /v1/steps/{id}/stream-url", s.read(s.handleStreamURL))
+	mux.HandleFunc("POST /v1/env/seal", s.local(s.handleSealEnv))
 
 	mux.HandleFunc("POST /v1/agent/register", s.write(s.handleRegister))
 	mux.HandleFunc("POST /v1/agent/heartbeat", s.write(s.handleHeartbeat))

@@ -123,7 +123,11 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error
 	for {
 		idx := st.Index()
 		if index == 0 || st.AssignmentsIndex(node) > index || wait == 0 || ctx.Err() != nil {
-			writeIndexed(w, http.StatusOK, idx, assignmentsAnswer{Index: idx, Steps: st.Assignments(node)})
+			steps := st.Assignments(node)
+			for i := range steps {
+				steps[i] = s.openEnv(steps[i])
+			}
+			writeIndexed(w, http.StatusOK, idx, assignmentsAnswer{Index: idx, Steps: steps})
 			return nil
 		}
 		_, _ = st.WaitIndex(ctx, idx)

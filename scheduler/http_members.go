@@ -205,6 +205,10 @@ func decodeSnapshotDocument(w http.ResponseWriter, r *http.Request) (snapshotDat
 		if s == nil {
 			return d, badRequest("field \"steps[%d]\": null", i)
 		}
+		if len(s.Spec.Env) > 0 || s.Spec.EnvError != "" {
+			return d, badRequest("field \"steps[%d].spec.env\": plaintext environment values are never replicated: "+
+				"restore a document of GET /v1/snapshot, whose values are sealed (spec.sealed_env)", i)
+		}
 	}
 	return d, nil
 }

@@ -42,6 +42,10 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) error {
 	if id == "" {
 		id = newStepID()
 	}
+	// Sealed here, before the log: see env.go.
+	if spec.SealedEnv, err = s.sealEnv(id, req); err != nil {
+		return err
+	}
 	if _, err := s.raft.Apply(r.Context(), cluster.SubmitStep{Step: id, Spec: spec, At: s.now()}); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 )
 
@@ -59,6 +60,12 @@ type Config struct {
 	// authentication, which New accepts only when every address is on
 	// loopback.
 	TLS *pki.Source
+	// EnvKey seals step environment values before they are replicated and
+	// opens them for the agents that run the steps (--env-key,
+	// internal/envseal). Every member of a cluster needs the same key.
+	// Nil makes New generate an ephemeral key, which it logs: fit only for
+	// a single member whose steps do not outlive it.
+	EnvKey *envseal.Key
 }
 
 // Defaults of Config.
@@ -94,6 +101,8 @@ type Server struct {
 	// fwd carries forwarded requests, joins and member health checks; with
 	// TLS it presents the member's certificate and accepts only members.
 	fwd *http.Client
+	// envKey seals and opens step environment values (env.go).
+	envKey *envseal.Key
 	// now is the leader's clock; tests may replace it before Run.
 	now func() time.Time
 	// loops counts the leader loops running.
@@ -134,6 +143,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := checkTLS(cfg); err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
+	envKey := cfg.EnvKey
+	if envKey == nil {
+		var err error
+		if envKey, err = envseal.Generate(); err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+		logger.Warn("no env key given: sealing step environment values with an ephemeral key; "+
+			"another member, or this one after a restart, cannot open them (pass --env-key)", "member", cfg.ID)
+	}
 	rc := cfg.Raft
 	rc.ID, rc.DataDir, rc.Addr, rc.Bootstrap, rc.TLS = cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Bootstrap, cfg.TLS
 	fsm := NewFSM(logger.With("member", cfg.ID))
@@ -147,6 +165,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		fsm:    fsm,
 		raft:   r,
 		fwd:    &http.Client{Transport: memberTransport(cfg.TLS)},
+		envKey: envKey,
 		now:    func() time.Time { return time.Now().UTC() },
 	}
 	s.metrics = newMetrics(s)

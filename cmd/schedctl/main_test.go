@@ -86,7 +86,8 @@ func fullStep() api.Step {
 		Phases: api.Phases{Queued: at, Placed: at, Created: at, Started: at, FirstOutput: at,
 			Exited: at, CleanedUp: at},
 		Events: []api.Event{{Time: at, Kind: "cancel_requested", Message: "cancel requested"}},
-		Spec:   api.StepRequest{Image: "base", Args: []string{"sleep", "60"}, CPU: 1, MemoryBytes: 512 << 20},
+		Spec: api.StepRequest{Image: "base", Args: []string{"sleep", "60"}, CPU: 1, MemoryBytes: 512 << 20,
+			EnvNames: []string{"TOKEN", "MODE"}},
 	}
 }
 
@@ -248,7 +249,8 @@ func TestTables(t *testing.T) {
 	}
 
 	r := schedctl(t, f.srv.URL, nil, "step", "s1")
-	for _, want := range []string{"state:", "cancelled", "exit code:", "137", "cancel:", "confirmed", "events:", "cancel_requested"} {
+	for _, want := range []string{"state:", "cancelled", "exit code:", "137", "cancel:", "confirmed", "events:", "cancel_requested",
+		"env:            TOKEN MODE"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("step s1 printed %q; want it to contain %q", r.stdout, want)
 		}

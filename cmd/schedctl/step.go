@@ -58,6 +58,10 @@ func printStep(w io.Writer, s api.Step) error {
 	kv.row("idempotent:", idem)
 	kv.row("command:", fmtArgv(s.Spec.Args, 0))
 	kv.row("image:", s.Spec.Image)
+	if len(s.Spec.EnvNames) > 0 {
+		// Names only: the scheduler never returns the values.
+		kv.row("env:", strings.Join(s.Spec.EnvNames, " "))
+	}
 	kv.row("resources:", fmt.Sprintf("%s cpu, %s memory", fmtCPU(s.Spec.CPU), fmtBytes(s.Spec.MemoryBytes)))
 	if c := s.Cancel; c != nil {
 		desc := "requested " + fmtTime(c.RequestedAt)

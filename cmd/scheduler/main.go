@@ -14,7 +14,8 @@ const usage = `usage: scheduler COMMAND [FLAGS]
 
 Commands:
   serve [FLAGS]   run a scheduler member
-  tls init|issue  make the cluster CA and issue certificates
+  tls init|issue|rotate-env-key
+                  make the cluster CA and env key, issue certificates
 
 A member speaks mutual TLS with its certificate, member/--node-id, from
 --tls-dir (RODON_TLS_DIR, default /etc/rodon/tls; make it with "scheduler tls");

@@ -4,16 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 )
@@ -189,6 +192,9 @@ func (m *member) stop(t *testing.T) {
 func TestServeTLS(t *testing.T) {
 	ca := pkitest.New(t)
 	ca.Issue(t, pkitest.Identity(t, pki.RoleMember, "m1"), pki.IssueOptions{})
+	if err := envseal.Create(filepath.Join(ca.Dir, envseal.KeyFile)); err != nil {
+		t.Fatal(err)
+	}
 	ops := ca.Source(t, pki.RoleOperator, "ops")
 	tr := ops.Transport(pki.AllowRoles(pki.RoleMember))
 	tr.DisableKeepAlives = true
@@ -229,4 +235,80 @@ func TestServeTLS(t *testing.T) {
 		t.Errorf("certificate after SIGHUP expires %v, want the re-issued one (before %v)", got, first)
 	}
 	m.stop(t)
+}
+
+// TestJoinFetchesEnvKey: a member that joins with its certificate but no
+// env key fetches the cluster's from the member it joins, keeps it
+// owner-only beside its certificate, and becomes a voter; the key it got
+// is the first member's.
+func TestJoinFetchesEnvKey(t *testing.T) {
+	ca := pkitest.New(t)
+	ca.Issue(t, pkitest.Identity(t, pki.RoleMember, "m1"), pki.IssueOptions{})
+	keyPath := filepath.Join(ca.Dir, envseal.KeyFile)
+	if err := envseal.Create(keyPath); err != nil {
+		t.Fatal(err)
+	}
+	ops := ca.Source(t, pki.RoleOperator, "ops")
+	tr := ops.Transport(pki.AllowRoles(pki.RoleMember))
+	tr.DisableKeepAlives = true
+	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	m1 := startMember(t, "https", hc, "--tls-dir", ca.Dir)
+
+	// m2's directory: the CA certificate and its own pair only.
+	dir2 := t.TempDir()
+	if _, err := ca.IssueFiles(dir2, pkitest.Identity(t, pki.RoleMember, "m2"), pki.IssueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd := exec.Command(os.Args[0], "serve", "--node-id", "m2", "--data-dir", t.TempDir(), "--raft-addr", freePort(t),
+		"--http-addr", freePort(t), "--tls-dir", dir2, "--join", m1.httpAddr)
+	cmd.Env = append(os.Environ(), "SCHEDULER_TEST_MAIN=1")
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := hc.Get("https://" + m1.httpAddr + "/v1/members")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), `"m2"`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("m2 did not join in 20s; its stderr:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	want, err := envseal.Load(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := envseal.Load(filepath.Join(dir2, envseal.KeyFile))
+	if err != nil {
+		t.Fatalf("m2 kept no env key: %v; stderr:\n%s", err, stderr.String())
+	}
+	sealed, err := want.Seal(envseal.ForStep, "s1", "A", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := got.Open(envseal.ForStep, "s1", "A", sealed); err != nil || v != "v" {
+		t.Errorf("m2's key opens m1's value as %q, %v; want the cluster's key", v, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir2, envseal.KeyFile)); fi == nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("m2's env key file mode = %v, want 0600", fi)
+	}
+	// An operator's certificate gets no key.
+	resp, err := hc.Get("https://" + m1.httpAddr + "/v1/members/env-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /v1/members/env-key as an operator = %s, want 403", resp.Status)
+	}
+	m1.stop(t)
 }

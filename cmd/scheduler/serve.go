@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,12 +10,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/scheduler"
 )
@@ -30,6 +33,7 @@ type serveFlags struct {
 	nodeTTL   time.Duration
 	logLevel  string
 	tls       cli.TLSFlags
+	envKey    string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -43,6 +47,61 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.nodeTTL, "node-ttl", d.NodeTTL, "silence after which a node is declared down")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.tls.Register(fs)
+	fs.StringVar(&f.envKey, "env-key", "", "the cluster env key that seals step environment values, the same file on every member "+
+		"(default TLS-DIR/"+envseal.KeyFile+", made by `scheduler tls init`)")
+}
+
+// loadEnvKey loads the env key: --env-key, or env-key.json in the TLS
+// directory. A joining member with TLS that has no key file yet fetches the
+// cluster's from the members it joins (over mutual TLS, as a member) and
+// keeps it there. A member without TLS (plaintext) may lack the default
+// file: it then seals with an ephemeral key (scheduler.New says so in its
+// log), fit for one member only. An explicit --env-key must load.
+func (f *serveFlags) loadEnvKey(ctx context.Context, cfg scheduler.Config, logger *slog.Logger) (*envseal.Key, error) {
+	path := f.envKey
+	if path == "" {
+		path = filepath.Join(f.tls.Dir, envseal.KeyFile)
+	}
+	k, err := envseal.Load(path)
+	switch {
+	case err == nil:
+		logger.Info("env key loaded", "path", path, "primary_key_id", k.PrimaryID())
+		return k, nil
+	case errors.Is(err, os.ErrNotExist) && f.envKey == "" && f.tls.Plaintext:
+		return nil, nil
+	case errors.Is(err, os.ErrNotExist) && cfg.TLS != nil && len(cfg.Join) > 0:
+		return fetchEnvKey(ctx, cfg, path, logger)
+	}
+	return nil, fmt.Errorf("%w: --env-key %s: %v: create it with `scheduler tls init --dir DIR` on the first member "+
+		"(members that --join fetch it from the cluster)", errUsage, path, err)
+}
+
+// envKeyFetchFor bounds how long a joining member waits for a member that
+// hands it the env key.
+const envKeyFetchFor = 2 * time.Minute
+
+func fetchEnvKey(ctx context.Context, cfg scheduler.Config, path string, logger *slog.Logger) (*envseal.Key, error) {
+	ctx, cancel := context.WithTimeout(ctx, envKeyFetchFor)
+	defer cancel()
+	backoff := 250 * time.Millisecond
+	for {
+		data, err := scheduler.FetchEnvKey(ctx, cfg.TLS, cfg.Join, 10*time.Second)
+		if err == nil {
+			k, err := envseal.Save(path, data)
+			if err != nil {
+				return nil, fmt.Errorf("keep the env key fetched from the cluster: %w", err)
+			}
+			logger.Info("env key fetched from the cluster", "path", path, "primary_key_id", k.PrimaryID(), "join", cfg.Join)
+			return k, nil
+		}
+		logger.Warn("no env key yet; asking the members to join again", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no env key at %s, and none fetched from %v within %v: %w", path, cfg.Join, envKeyFetchFor, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // config checks the flags and returns the member's configuration; every
@@ -163,6 +222,9 @@ func serveCmd(args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.TLS = src
+	if cfg.EnvKey, err = f.loadEnvKey(ctx, cfg, logger); err != nil {
+		return err
+	}
 	srv, err := scheduler.New(cfg, logger)
 	if err != nil {
 		return err

@@ -11,20 +11,26 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 )
 
 const tlsUsage = `usage: scheduler tls COMMAND [FLAGS]
 
 Commands:
-  init  --dir DIR                       make the cluster CA (DIR/ca.crt, DIR/ca.key)
+  init  --dir DIR                       make the cluster CA (DIR/ca.crt, DIR/ca.key) and the
+                                        env key (DIR/env-key.json)
   issue --role ROLE --name ID --dir DIR issue DIR/ROLE-ID.crt and .key
         [--host H,...] [--valid-for D]  ROLE: member, agent (ID: the node id), gateway, operator
         [--renew-within D] [--out DIR]  (keep a valid pair that expires later than D from now)
   show  --cert FILE [--ca FILE]         verify a certificate under the CA; print its identity
+  rotate-env-key --dir DIR              add a new primary key to DIR/env-key.json; the old
+                                        ones still open what they sealed
 
 Daemons and schedctl read DIR (--tls-dir, default RODON_TLS_DIR or /etc/rodon/tls)
-and pick up re-issued files without a restart.
+and pick up re-issued files without a restart. env-key.json seals step environment
+values: copy it to every scheduler member (and nowhere else), and restart the members
+after a rotation.
 `
 
 // tlsCmd is `scheduler tls init|issue`.
@@ -39,6 +45,8 @@ func tlsCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 0, tlsIssue(args[1:], stdout, stderr)
 	case "show":
 		return 0, tlsShow(args[1:], stdout, stderr)
+	case "rotate-env-key":
+		return 0, tlsRotateEnvKey(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, tlsUsage)
 		return 0, nil
@@ -49,7 +57,7 @@ func tlsCmd(args []string, stdout, stderr io.Writer) (int, error) {
 func tlsInit(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("scheduler tls init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", cli.TLSDir(), "directory to create the CA in")
+	dir := fs.String("dir", cli.TLSDir(), "directory to create the CA and the env key in")
 	validFor := fs.Duration("valid-for", pki.DefaultCAValidity, "lifetime of the CA certificate")
 	if err := cli.ParseFlagsOnly(fs, args, "tls init"); err != nil {
 		return err
@@ -57,13 +65,43 @@ func tlsInit(args []string, stdout, stderr io.Writer) error {
 	if *validFor <= 0 {
 		return fmt.Errorf("%w: --valid-for %v: must be positive", errUsage, *validFor)
 	}
-	if err := pki.InitCA(*dir, *validFor); err != nil {
-		if errors.Is(err, pki.ErrExists) {
-			return fmt.Errorf("%v: keep it, or move it away to start a new cluster", err)
-		}
+	// Each of the two is made when missing, so that a directory made
+	// before the env key existed gets one.
+	caErr := pki.InitCA(*dir, *validFor)
+	if caErr != nil && !errors.Is(caErr, pki.ErrExists) {
+		return caErr
+	}
+	keyPath := filepath.Join(*dir, envseal.KeyFile)
+	keyErr := envseal.Create(keyPath)
+	if keyErr != nil && !errors.Is(keyErr, envseal.ErrExists) {
+		return keyErr
+	}
+	if caErr != nil && keyErr != nil {
+		return fmt.Errorf("%v and %v: keep them, or move them away to start a new cluster", caErr, keyErr)
+	}
+	if caErr == nil {
+		fmt.Fprintf(stdout, "created the cluster CA in %s (ca.key stays on this machine; copy only ca.crt)\n", *dir)
+	}
+	if keyErr == nil {
+		fmt.Fprintf(stdout, "created the env key %s (copy it to every scheduler member, and nowhere else)\n", keyPath)
+	}
+	return nil
+}
+
+func tlsRotateEnvKey(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("scheduler tls rotate-env-key", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", cli.TLSDir(), "directory of env-key.json")
+	if err := cli.ParseFlagsOnly(fs, args, "tls rotate-env-key"); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "created the cluster CA in %s (ca.key stays on this machine; copy only ca.crt)\n", *dir)
+	path := filepath.Join(*dir, envseal.KeyFile)
+	id, err := envseal.Rotate(path)
+	if err != nil {
+		return fmt.Errorf("%w (create one with `scheduler tls init --dir %s`)", err, *dir)
+	}
+	fmt.Fprintf(stdout, "added key %d to %s as the primary: copy the file to every scheduler member and restart them; "+
+		"values sealed before still open\n", id, path)
 	return nil
 }
 

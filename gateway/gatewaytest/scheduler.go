@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,11 +26,18 @@ type Scheduler struct {
 	index    uint64
 	// changed is closed and replaced on every change (WaitStep).
 	changed chan struct{}
+	// sealed maps the handles SealEnv returned to what they stand for;
+	// env holds the environment each accepted step would run with.
+	sealed map[string]sealedValue
+	env    map[string][]string
 }
+
+type sealedValue struct{ step, name, value string }
 
 // NewScheduler returns a scheduler without steps.
 func NewScheduler() *Scheduler {
-	return &Scheduler{steps: map[string]*api.Step{}, accepted: map[string]int{}, changed: make(chan struct{})}
+	return &Scheduler{steps: map[string]*api.Step{}, accepted: map[string]int{}, changed: make(chan struct{}),
+		sealed: map[string]sealedValue{}, env: map[string][]string{}}
 }
 
 // Node is the node every fake step runs on; the gateway must never show it.
@@ -67,7 +75,25 @@ func (s *Scheduler) SubmitStep(ctx context.Context, req api.StepRequest) (api.St
 	if _, ok := s.steps[req.ID]; ok {
 		return api.Step{}, &client.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: "step " + req.ID + " exists already"}
 	}
+	// As the scheduler: sealed entries open for their step id only, and
+	// the step's record names its variables without their values.
+	env := slices.Clone(req.Env)
+	for _, e := range req.Env {
+		name, _, _ := strings.Cut(e, "=")
+		req.EnvNames = append(req.EnvNames, name)
+	}
+	for i, v := range req.SealedEnv {
+		sv, ok := s.sealed[string(v.Sealed)]
+		if !ok || sv.step != req.ID || sv.name != v.Name {
+			return api.Step{}, &client.Error{Status: http.StatusBadRequest, Code: api.CodeBadRequest,
+				Message: fmt.Sprintf("field \"sealed_env[%d]\" (%s): does not open for step %s", i, v.Name, req.ID)}
+		}
+		env = append(env, v.Name+"="+sv.value)
+		req.EnvNames = append(req.EnvNames, v.Name)
+	}
+	req.Env, req.SealedEnv = nil, nil
 	id := req.ID
+	s.env[id] = env
 	req.ID = ""
 	st := &api.Step{ID: id, State: "queued", Spec: req, Idempotent: req.Idempotent, Events: []api.Event{},
 		Phases: api.Phases{Queued: time.Now().UTC()}}
@@ -77,6 +103,33 @@ func (s *Scheduler) SubmitStep(ctx context.Context, req api.StepRequest) (api.St
 	st.CreateIndex = s.index
 	s.touch(st)
 	return copyStep(st), nil
+}
+
+// SealEnv stands in for the scheduler's sealing: the values stay in the
+// fake, and each answer is an opaque handle that opens only for step.
+func (s *Scheduler) SealEnv(ctx context.Context, step string, env []string) ([]api.SealedEnv, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]api.SealedEnv, 0, len(env))
+	for i, e := range env {
+		name, value, ok := strings.Cut(e, "=")
+		if !ok || name == "" {
+			return nil, &client.Error{Status: http.StatusBadRequest, Code: api.CodeBadRequest,
+				Message: fmt.Sprintf("field \"env[%d]\": want NAME=VALUE", i)}
+		}
+		h := fmt.Sprintf("fake-sealed-%d", len(s.sealed)+1)
+		s.sealed[h] = sealedValue{step: step, name: name, value: value}
+		out = append(out, api.SealedEnv{Name: name, Sealed: []byte(h)})
+	}
+	return out, nil
+}
+
+// Env returns the environment step id was accepted with, as its node
+// would receive it (nil for an unknown step).
+func (s *Scheduler) Env(id string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.env[id])
 }
 
 // Step returns step id.

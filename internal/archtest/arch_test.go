@@ -63,6 +63,11 @@ var rules = []struct {
 	{module + "/gateway", []string{module + "/agentd", module + "/netpolicy", "github.com/containerd/", "github.com/cilium/"}, "the gateway never touches nodes' runtimes"},
 	{module + "/cluster", []string{"github.com/containerd/", module + "/agentd", module + "/scheduler"}, "cluster holds plain replicated types"},
 	{module + "/scheduler", []string{"github.com/containerd/", module + "/agentd", module + "/netpolicy"}, "the scheduler talks to agents over their protocol only"},
+	{module + "/agentd", []string{module + "/internal/envseal"}, "only scheduler members hold the env key"},
+	{module + "/cmd/agentd", []string{module + "/internal/envseal"}, "only scheduler members hold the env key"},
+	{module + "/gateway", []string{module + "/internal/envseal"}, "only scheduler members hold the env key: the gateway asks them to seal"},
+	{module + "/cmd/gateway", []string{module + "/internal/envseal"}, "only scheduler members hold the env key: the gateway asks them to seal"},
+	{module + "/cmd/schedctl", []string{module + "/internal/envseal"}, "only scheduler members hold the env key"},
 }
 
 func TestDependencies(t *testing.T) {

@@ -161,3 +161,15 @@ func (c *Client) StreamLocation(ctx context.Context, id string) (api.StreamURL, 
 	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/steps/" + escape(id) + "/stream-url"}, nil, &out)
 	return out, err
 }
+
+// SealEnv seals env (NAME=VALUE entries) for the step that will be
+// submitted later with id step: pass the answer as that request's
+// SealedEnv. The values never come back from the scheduler; the sealed
+// entries open only for that step id, with the cluster's env key. Sealing
+// changes nothing, so it is retried like a read.
+func (c *Client) SealEnv(ctx context.Context, step string, env []string) ([]api.SealedEnv, error) {
+	var out api.SealEnvAnswer
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/env/seal", retry: retrySafe},
+		api.SealEnvRequest{Step: step, Env: env}, &out)
+	return out.SealedEnv, err
+}
