@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +112,7 @@ func TestControlPlaneDenied(t *testing.T) {
 		cpGateway6: "cp-gateway6", cpGatewaySeen: "cp-gateway-seen", cpPoolPeer: "cp-pool-peer",
 	}
 
-	ca := pkitest.New(t)
+	ca := newTLSDir(t)
 	for _, id := range []string{"member/m1", "agent/n1", "agent/n2", "operator/ops", "gateway/gw2", "gateway/gw6"} {
 		ca.Issue(t, must(pki.ParseIdentity(id)), pki.IssueOptions{})
 	}
@@ -256,6 +257,21 @@ func TestControlPlaneDenied(t *testing.T) {
 	}
 	n1.stop(30 * time.Second)
 	checkNodeNetClean(t, w)
+}
+
+// newTLSDir makes a cluster CA and env key with `scheduler tls init`, as
+// an operator would, and returns it for issuing certificates into.
+func newTLSDir(t *testing.T) *pkitest.CA {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command(bin+"/scheduler", "tls", "init", "--dir", dir).CombinedOutput(); err != nil {
+		t.Fatalf("scheduler tls init: %v\n%s", err, out)
+	}
+	ca, err := pki.LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pkitest.CA{CA: ca, Dir: dir}
 }
 
 func must[T any](v T, err error) T {
