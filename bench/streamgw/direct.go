@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,8 +36,8 @@ func (w *countWriter) Write(p []byte) (int, error) {
 // step's stream-url and reads the agent's NDJSON stream itself) with its
 // stdout going to a counting writer, and returns when it ends.
 func (f *fleet) readDirect(ctx context.Context, id string) (streamResult, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(f.bin, "schedctl"), "logs", "-f", id)
-	cmd.Env = append(os.Environ(), "RODON_SCHEDULER="+f.schedURL)
+	cmd := exec.CommandContext(ctx, filepath.Join(f.bin, "schedctl"), append(f.mode.Flags(), "logs", "-f", id)...)
+	cmd.Env = f.mode.Env("RODON_SCHEDULER=" + f.schedURL)
 	var out countWriter
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -69,7 +68,7 @@ func (f *fleet) readAgent(ctx context.Context, id string) (streamResult, error) 
 		return r, err
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.agent.Do(req)
 	if err != nil {
 		return r, err
 	}

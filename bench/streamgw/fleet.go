@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rodon-compute/rodon/internal/benchtls"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -86,47 +89,82 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// fleet is one scheduler member, one agentd and one gateway on loopback,
-// all keeping their data under dir.
+// fleet is one scheduler member, one agentd and one gateway on loopback
+// in one mode, all keeping their data under dir.
 type fleet struct {
 	bin      string
+	mode     benchtls.Mode
 	dir      string
 	nodeID   string
 	agentDir string
 	schedURL string
 	site     string
-	sched    *client.Client
+	// sched is the operator's scheduler client.
+	sched *client.Client
+	// public is the TLS configuration of a client of the gateway's public
+	// listener (nil in plaintext mode); agent the HTTP client of the
+	// agent's stream, as the operator, accepting only this node's agent.
+	public *tls.Config
+	agent  *http.Client
 
 	procs []*proc // in start order
 }
 
-// startFleet starts the fleet and waits until the node is ready and the
-// gateway answers. On error the caller still calls close.
-func startFleet(ctx context.Context, binDir string) (*fleet, error) {
-	dir, err := os.MkdirTemp("", "streamgw")
+// Identities the fleet's clients act as.
+var (
+	operator  = pki.Identity{Role: pki.RoleOperator, Name: "bench"}
+	gatewayID = pki.Identity{Role: pki.RoleGateway, Name: "bench"}
+)
+
+// fleetIDs are the identities a fleet needs certificates for: those of
+// its components and the operator. The gateway's pair is also its public
+// certificate (for 127.0.0.1).
+func fleetIDs(mode benchtls.Mode) []pki.Identity {
+	return []pki.Identity{{Role: pki.RoleMember, Name: "m1"}, {Role: pki.RoleAgent, Name: nodeID(mode)}, gatewayID, operator}
+}
+
+func nodeID(mode benchtls.Mode) string {
+	return fmt.Sprintf("streamgw-%d-%s", os.Getpid(), mode.Short())
+}
+
+// startFleet starts the fleet in mode and waits until the node is ready
+// and the gateway answers. With TLS every component has its certificate
+// in mode.Dir and the gateway's public listener serves HTTPS with its
+// own; in plaintext every one has --plaintext. On error the caller still
+// calls close.
+func startFleet(ctx context.Context, binDir string, mode benchtls.Mode) (*fleet, error) {
+	dir, err := os.MkdirTemp("", "streamgw-"+mode.Short())
 	if err != nil {
 		return nil, err
 	}
-	f := &fleet{bin: binDir, dir: dir, nodeID: fmt.Sprintf("streamgw-%d", os.Getpid()), agentDir: filepath.Join(dir, "agent")}
-	addrs := make([]string, 5)
+	f := &fleet{bin: binDir, mode: mode, dir: dir, nodeID: nodeID(mode), agentDir: filepath.Join(dir, "agent")}
+	addrs := make([]string, 4)
 	for i := range addrs {
 		if addrs[i], err = freeAddr(); err != nil {
 			return f, err
 		}
 	}
 	httpAddr, raftAddr, agentAddr, gwAddr := addrs[0], addrs[1], addrs[2], addrs[3]
-	f.schedURL, f.site = "http://"+httpAddr, "http://"+gwAddr
+	f.schedURL, f.site = mode.URL(httpAddr), mode.URL(gwAddr)
 	for _, d := range []string{"sched", "agent", "gateway"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
 			return f, err
 		}
 	}
-
-	if err := f.start("scheduler", "scheduler", "serve", "--node-id", "m1", "--data-dir", filepath.Join(dir, "sched"),
-		"--raft-addr", raftAddr, "--http-addr", httpAddr, "--bootstrap", "--log-level", "warn"); err != nil {
+	if f.public, err = mode.PublicTLS(); err != nil {
 		return f, err
 	}
-	if f.sched, err = client.New(f.schedURL, client.Options{RetryFor: 30 * time.Second}); err != nil {
+	t, err := mode.Transport(operator, pki.AllowIdentity(pki.Identity{Role: pki.RoleAgent, Name: f.nodeID}))
+	if err != nil {
+		return f, err
+	}
+	f.agent = &http.Client{Transport: t}
+
+	if err := f.start("scheduler", "scheduler", append([]string{"serve", "--node-id", "m1", "--data-dir", filepath.Join(dir, "sched"),
+		"--raft-addr", raftAddr, "--http-addr", httpAddr, "--bootstrap", "--log-level", "warn"}, mode.SchedulerFlags()...)...); err != nil {
+		return f, err
+	}
+	if f.sched, err = mode.Client(f.schedURL, operator, client.Options{RetryFor: 30 * time.Second}); err != nil {
 		return f, err
 	}
 	if err := waitFor(ctx, 30*time.Second, "the scheduler to elect itself", func() bool {
@@ -136,8 +174,8 @@ func startFleet(ctx context.Context, binDir string) (*fleet, error) {
 		return f, err
 	}
 
-	if err := f.start("agentd", "agentd", "serve", "--plaintext", "--scheduler", f.schedURL, "--node-id", f.nodeID,
-		"--data-dir", f.agentDir, "--listen", agentAddr, "--heartbeat", "500ms", "--network", "none"); err != nil {
+	if err := f.start("agentd", "agentd", append([]string{"serve", "--scheduler", f.schedURL, "--node-id", f.nodeID,
+		"--data-dir", f.agentDir, "--listen", agentAddr, "--heartbeat", "500ms", "--network", "none"}, mode.Flags()...)...); err != nil {
 		return f, err
 	}
 	if err := waitFor(ctx, 60*time.Second, "node "+f.nodeID+" to be ready", func() bool {
@@ -147,12 +185,17 @@ func startFleet(ctx context.Context, binDir string) (*fleet, error) {
 		return f, err
 	}
 
-	if err := f.start("gateway", "gateway", "serve", "--scheduler", f.schedURL, "--listen", gwAddr,
-		"--data-dir", filepath.Join(dir, "gateway"), "--site", f.site, "--owner-email", "", "--log-level", "warn"); err != nil {
+	gwArgs := []string{"serve", "--scheduler", f.schedURL, "--name", gatewayID.Name, "--listen", gwAddr,
+		"--data-dir", filepath.Join(dir, "gateway"), "--site", f.site, "--owner-email", "", "--log-level", "warn"}
+	if mode.TLS() {
+		gwArgs = append(gwArgs, "--https-cert", pki.CertPath(mode.Dir, gatewayID), "--https-key", pki.KeyPath(mode.Dir, gatewayID))
+	}
+	if err := f.start("gateway", "gateway", append(gwArgs, mode.Flags()...)...); err != nil {
 		return f, err
 	}
+	hc := newGWClient(f.site, f.public).hc
 	err = waitFor(ctx, 30*time.Second, "the gateway's /healthz", func() bool {
-		resp, err := http.Get(f.site + "/healthz")
+		resp, err := hc.Get(f.site + "/healthz")
 		if err != nil {
 			return false
 		}
@@ -176,7 +219,8 @@ var passwordRE = regexp.MustCompile(`(?m)^password:\s+(\S+)`)
 // bootstrap creates the owner with `gateway bootstrap` and returns its
 // one-time password.
 func (f *fleet) bootstrap(ctx context.Context, email string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(f.bin, "gateway"), "bootstrap", "--scheduler", f.schedURL, "--email", email)
+	cmd := exec.CommandContext(ctx, filepath.Join(f.bin, "gateway"), append([]string{"bootstrap", "--scheduler", f.schedURL,
+		"--name", gatewayID.Name, "--email", email}, f.mode.Flags()...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

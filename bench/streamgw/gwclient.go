@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,14 +22,19 @@ import (
 // token) or with an API key.
 type gwClient struct {
 	site   string
+	tls    *tls.Config // nil for plain HTTP
 	hc     *http.Client
 	csrf   string
 	bearer string
 }
 
-func newGWClient(site string) *gwClient {
+// newGWClient is a client of the gateway at site that verifies its HTTPS
+// certificate with tlsConf (nil for plain HTTP).
+func newGWClient(site string, tlsConf *tls.Config) *gwClient {
 	jar, _ := cookiejar.New(nil)
-	return &gwClient{site: site, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy, t.TLSClientConfig = nil, tlsConf
+	return &gwClient{site: site, tls: tlsConf, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: t}}
 }
 
 // do sends one request, body as JSON unless nil, and decodes a 2xx answer
@@ -77,8 +83,8 @@ func (c *gwClient) do(ctx context.Context, method, path string, body, out any) e
 
 // apiKey signs in as the owner and creates an admin API key; it returns a
 // client that uses the key.
-func apiKey(ctx context.Context, site, email, password string) (*gwClient, error) {
-	owner := newGWClient(site)
+func apiKey(ctx context.Context, site string, tlsConf *tls.Config, email, password string) (*gwClient, error) {
+	owner := newGWClient(site, tlsConf)
 	var signin struct {
 		CSRFToken string `json:"csrf_token"`
 	}
@@ -92,7 +98,7 @@ func apiKey(ctx context.Context, site, email, password string) (*gwClient, error
 	if err := owner.do(ctx, http.MethodPost, "/v1/keys", map[string]any{"name": "streamgw", "role": "admin"}, &key); err != nil {
 		return nil, err
 	}
-	c := newGWClient(site)
+	c := newGWClient(site, tlsConf)
 	c.bearer = key.Secret
 	return c, nil
 }
@@ -152,9 +158,9 @@ type streamResult struct {
 // not opened its log) are tried again every 10 ms.
 func (c *gwClient) readStream(ctx context.Context, id string) (streamResult, error) {
 	r := streamResult{start: time.Now()}
-	u := strings.Replace(c.site, "http://", "ws://", 1) + "/v1/steps/" + id + "/stream?from=0"
+	u := "ws" + strings.TrimPrefix(c.site, "http") + "/v1/steps/" + id + "/stream?from=0"
 	h := http.Header{"Authorization": {"Bearer " + c.bearer}}
-	d := websocket.Dialer{HandshakeTimeout: 20 * time.Second, ReadBufferSize: 64 << 10}
+	d := websocket.Dialer{HandshakeTimeout: 20 * time.Second, ReadBufferSize: 64 << 10, TLSClientConfig: c.tls}
 	deadline := time.Now().Add(60 * time.Second)
 	var buf bytes.Buffer
 	for {

@@ -20,13 +20,19 @@
 //     and the latency is from the step's phases.first_output (the node's
 //     time for the line) to the bytes arriving in each reader.
 //
-// It starts its own fleet on 127.0.0.1 (scheduler serve --bootstrap,
-// agentd serve --network none, gateway serve) with all data in a temporary
-// directory, and stops and removes it at the end: every step is let end
-// and cleaned up before agentd gets SIGTERM, then `agentd cleanup` runs.
+// Every measurement is taken on two fleets in the same run, up side by
+// side on 127.0.0.1, each one `scheduler serve --bootstrap`, one `agentd
+// serve --network none` and one `gateway serve`: one with mutual TLS
+// between every component (a cluster CA made in a temporary directory; the
+// gateway's public listener on HTTPS with a certificate of that CA) and
+// one in plaintext (--plaintext everywhere), the baseline; which fleet is
+// measured first alternates run by run. The report gives both and their
+// ratios; -min-ratio applies to the TLS fleet. All data is in temporary
+// directories, removed at the end: every step is let end and cleaned up
+// before agentd gets SIGTERM, then `agentd cleanup` runs for each node.
 // Other containerd users on the machine check for leaks, so hold the lock:
 //
-//	go build -o bin/ ./cmd/... && flock /tmp/rodon-containerd.lock go run ./bench/streamgw -runs 5 -mb 100 -min-ratio 0.8
+//	go build -o bin/ ./cmd/... && flock /tmp/rodon-host.lock go run ./bench/streamgw -runs 5 -mb 100 -min-ratio 0.8
 package main
 
 import (
@@ -38,13 +44,12 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
-	"github.com/rodon-compute/rodon/internal/benchstat"
+	"github.com/rodon-compute/rodon/internal/benchtls"
 )
 
 type config struct {
@@ -61,7 +66,7 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 5, "runs of each measurement, after one warm-up run")
 	flag.StringVar(&c.bin, "bin", "bin", "directory of the scheduler, agentd, gateway and schedctl binaries")
 	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
-	flag.Float64Var(&c.minRatio, "min-ratio", 0, "fail if the gateway's median throughput on a finished step is below this fraction of schedctl's (0: report only)")
+	flag.Float64Var(&c.minRatio, "min-ratio", 0, "fail if, with mutual TLS, the gateway's median throughput on a finished step is below this fraction of schedctl's (0: report only)")
 	flag.Parse()
 	if c.runs < 1 || c.mb < 1 {
 		fmt.Fprintln(os.Stderr, "streamgw: -runs and -mb must be at least 1")
@@ -92,64 +97,113 @@ type bench struct {
 	// runs and steps are every run and step started, to let them end and
 	// be cleaned up before agentd stops.
 	runs, steps []string
+
+	tp []throughputSample
+	fb []firstByteSample
 }
 
+// modes are the two fleets' modes, in the order of bench slices:
+// plaintext (the baseline), then mutual TLS.
+const (
+	plainIdx = iota
+	tlsIdx
+)
+
 func run(ctx context.Context, c config) (report string, err error) {
-	f, err := startFleet(ctx, c.bin)
-	b := &bench{c: c, f: f}
+	dir, err := os.MkdirTemp("", "streamgw-tls")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	tlsMode, plain, err := benchtls.Setup(c.bin, dir)
+	if err != nil {
+		return "", err
+	}
+	if err := tlsMode.Issue(fleetIDs(tlsMode), "127.0.0.1"); err != nil {
+		return "", err
+	}
+	var bs []*bench
 	defer func() {
-		if f == nil {
-			return
-		}
-		b.drain()
-		if cerr := f.close(err != nil); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("clean up the fleet: %w", cerr))
+		for i := len(bs) - 1; i >= 0; i-- {
+			b := bs[i]
+			b.drain()
+			if cerr := b.f.close(err != nil); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("clean up the %s fleet: %w", b.f.mode, cerr))
+			}
 		}
 	}()
-	if err != nil {
-		return "", err
+	for _, mode := range []benchtls.Mode{plain, tlsMode} {
+		f, err := startFleet(ctx, c.bin, mode)
+		if f != nil {
+			bs = append(bs, &bench{c: c, f: f})
+		}
+		if err != nil {
+			return "", fmt.Errorf("start the %s fleet: %w", mode, err)
+		}
+		if err := bs[len(bs)-1].signIn(ctx); err != nil {
+			return "", fmt.Errorf("%s fleet: %w", mode, err)
+		}
 	}
+
+	start := time.Now()
+	// Each run measures both fleets, which goes first alternating; run -1
+	// warms up, not counted.
+	for i := -1; i < c.runs; i++ {
+		for _, b := range inTurn(bs, i) {
+			s, err := b.throughput(ctx, i%2 != 0)
+			if err != nil {
+				return "", fmt.Errorf("%s: throughput run %d: %w", b.f.mode, i+1, err)
+			}
+			if i >= 0 {
+				b.tp = append(b.tp, s)
+			}
+		}
+	}
+	for i := -1; i < c.runs; i++ {
+		for _, b := range inTurn(bs, i) {
+			s, err := b.firstByte(ctx)
+			if err != nil {
+				return "", fmt.Errorf("%s: first-byte run %d: %w", b.f.mode, i+1, err)
+			}
+			if i >= 0 {
+				b.fb = append(b.fb, s)
+			}
+		}
+	}
+	report, ratio := render(c, bs, time.Since(start))
+	if c.minRatio > 0 && ratio < c.minRatio {
+		return report, fmt.Errorf("with mutual TLS, the gateway's median throughput is %.2f of schedctl's, under the limit of %.2f", ratio, c.minRatio)
+	}
+	return report, nil
+}
+
+// inTurn is bs in run i's order: plaintext first in even runs.
+func inTurn(bs []*bench, i int) []*bench {
+	if i%2 == 0 {
+		return bs
+	}
+	return []*bench{bs[1], bs[0]}
+}
+
+// signIn creates the owner with `gateway bootstrap`, signs in, makes an
+// admin API key for the rest and a workspace for the runs.
+func (b *bench) signIn(ctx context.Context) error {
 	const email = "bench@rodon.local"
-	pw, err := f.bootstrap(ctx, email)
+	pw, err := b.f.bootstrap(ctx, email)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if b.gw, err = apiKey(ctx, f.site, email, pw); err != nil {
-		return "", err
+	if b.gw, err = apiKey(ctx, b.f.site, b.f.public, email, pw); err != nil {
+		return err
 	}
 	var ws struct {
 		ID string `json:"id"`
 	}
 	if err := b.gw.do(ctx, http.MethodPost, "/v1/workspaces", map[string]string{"name": "streamgw"}, &ws); err != nil {
-		return "", err
+		return err
 	}
 	b.ws = ws.ID
-
-	var tp []throughputSample
-	for i := -1; i < c.runs; i++ { // run -1 warms up, not counted
-		s, err := b.throughput(ctx, i%2 != 0)
-		if err != nil {
-			return "", fmt.Errorf("throughput run %d: %w", i+1, err)
-		}
-		if i >= 0 {
-			tp = append(tp, s)
-		}
-	}
-	var fb []firstByteSample
-	for i := -1; i < c.runs; i++ {
-		s, err := b.firstByte(ctx)
-		if err != nil {
-			return "", fmt.Errorf("first-byte run %d: %w", i+1, err)
-		}
-		if i >= 0 {
-			fb = append(fb, s)
-		}
-	}
-	report, ratio := render(c, tp, fb)
-	if c.minRatio > 0 && ratio < c.minRatio {
-		return report, fmt.Errorf("the gateway's median throughput is %.2f of schedctl's, under the limit of %.2f", ratio, c.minRatio)
-	}
-	return report, nil
+	return nil
 }
 
 // startRun starts a one-step run and remembers it for drain.
@@ -311,68 +365,4 @@ func (b *bench) firstByte(ctx context.Context) (firstByteSample, error) {
 	s.lateConnect = !gr.connected.Before(ref)
 	s.redials = gr.redials
 	return s, nil
-}
-
-func render(c config, tp []throughputSample, fb []firstByteSample) (string, float64) {
-	var b strings.Builder
-	host, _ := os.Hostname()
-	fmt.Fprintf(&b, "### Step output: gateway websocket vs `schedctl logs -f` (%s, host %s)\n\n", time.Now().UTC().Format(time.RFC3339), host)
-	fmt.Fprintf(&b, "One scheduler member, one `agentd serve --network none` and one gateway on 127.0.0.1; %d runs of each measurement after one warm-up run. "+
-		"Throughput step: `head -c %d /dev/zero | tr '\\0' x` in `base` (%d MB of stdout).\n\n", c.runs, int64(c.mb)*1_000_000, c.mb)
-
-	mbps := func(d time.Duration) string { return fmt.Sprintf("%.0f MB/s", float64(c.mb)/d.Seconds()) }
-	col := func(f func(throughputSample) time.Duration) []time.Duration {
-		var out []time.Duration
-		for _, s := range tp {
-			out = append(out, f(s))
-		}
-		return out
-	}
-	gs, ds := col(func(s throughputSample) time.Duration { return s.gwStored }), col(func(s throughputSample) time.Duration { return s.directStored })
-	ratio := float64(benchstat.Median(ds)) / float64(benchstat.Median(gs))
-	fmt.Fprintf(&b, "Throughput of a finished step's stored log, each run reading the same step each way, one after the other, the order reversed every other run "+
-		"(from starting the reader to the exit frame, connection set-up and decoding of every frame included):\n\n")
-	fmt.Fprintf(&b, "| reader | median | slowest | fastest |\n|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| `schedctl logs -f` (agent's NDJSON stream, direct) | %s | %s | %s |\n", mbps(benchstat.Median(ds)), mbps(benchstat.Quantile(ds, 1)), mbps(benchstat.Quantile(ds, 0)))
-	fmt.Fprintf(&b, "| gateway websocket, `from=0` | %s | %s | %s |\n", mbps(benchstat.Median(gs)), mbps(benchstat.Quantile(gs, 1)), mbps(benchstat.Quantile(gs, 0)))
-	fmt.Fprintf(&b, "| **ratio of medians, gateway / direct** | **%.2f** | | |\n", ratio)
-	as := col(func(s throughputSample) time.Duration { return s.agentStored })
-	fmt.Fprintf(&b, "| the agent's NDJSON stream read in this process (no schedctl process, no stdout pipe) | %s | %s | %s |\n",
-		mbps(benchstat.Median(as)), mbps(benchstat.Quantile(as, 1)), mbps(benchstat.Quantile(as, 0)))
-	fmt.Fprintf(&b, "| ratio of medians, gateway / agent's stream in this process (the relay's own cost) | %.2f | | |\n\n",
-		float64(benchstat.Median(as))/float64(benchstat.Median(gs)))
-
-	gl, dl := col(func(s throughputSample) time.Duration { return s.gwLive }), col(func(s throughputSample) time.Duration { return s.directLive })
-	gg, dg := col(func(s throughputSample) time.Duration { return s.gwLag }), col(func(s throughputSample) time.Duration { return s.directLag })
-	step := col(func(s throughputSample) time.Duration { return s.step })
-	fmt.Fprintf(&b, "While the step runs: both readers started at once as soon as the step's id is known, reading concurrently "+
-		"(rate from the step's first output to the exit frame; lag from the step's exit, phases.exited, to the exit frame):\n\n")
-	fmt.Fprintf(&b, "| reader | median rate | median lag after the step's exit | slowest lag |\n|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| the step itself (first output to exit) | %s | | |\n", mbps(benchstat.Median(step)))
-	fmt.Fprintf(&b, "| `schedctl logs -f` | %s | %s | %s |\n", mbps(benchstat.Median(dl)), benchstat.MS(benchstat.Median(dg)), benchstat.MS(benchstat.Quantile(dg, 1)))
-	fmt.Fprintf(&b, "| gateway websocket | %s | %s | %s |\n", mbps(benchstat.Median(gl)), benchstat.MS(benchstat.Median(gg)), benchstat.MS(benchstat.Quantile(gg, 1)))
-	fmt.Fprintf(&b, "| ratio of median rates, gateway / direct | %.2f | | |\n\n", float64(benchstat.Median(dl))/float64(benchstat.Median(gl)))
-
-	var fg, fd []time.Duration
-	late, redials := 0, 0
-	for _, s := range fb {
-		fg, fd = append(fg, s.gw), append(fd, s.direct)
-		if s.lateConnect {
-			late++
-		}
-		redials += s.redials
-	}
-	for _, s := range tp {
-		redials += s.redials
-	}
-	fmt.Fprintf(&b, "First byte: a step runs `sleep 0.5; echo first-byte; sleep 2`; both readers start as soon as its id is known; "+
-		"latency from the step's phases.first_output (the node's time for the line) to the bytes arriving in the reader:\n\n")
-	fmt.Fprintf(&b, "| reader | median | slowest |\n|---|---|---|\n")
-	fmt.Fprintf(&b, "| `schedctl logs -f` | %s | %s |\n", benchstat.MS(benchstat.Median(fd)), benchstat.MS(benchstat.Quantile(fd, 1)))
-	fmt.Fprintf(&b, "| gateway websocket | %s | %s |\n", benchstat.MS(benchstat.Median(fg)), benchstat.MS(benchstat.Quantile(fg, 1)))
-	fmt.Fprintf(&b, "| **difference of medians, gateway − direct** | **%+.1f ms** | |\n\n", float64(benchstat.Median(fg)-benchstat.Median(fd))/float64(time.Millisecond))
-	fmt.Fprintf(&b, "Gateway websocket opened after the line was written: %d of %d first-byte runs. "+
-		"Websockets closed 4404 before any frame and opened again (step placed, its log not open yet): %d.\n\n", late, len(fb), redials)
-	fmt.Fprintf(&b, "Command: `go build -o bin/ ./cmd/... && flock /tmp/rodon-containerd.lock go run ./bench/streamgw %s`\n", strings.Join(os.Args[1:], " "))
-	return b.String(), ratio
 }
