@@ -23,8 +23,10 @@ type latFleet struct {
 	*schedCluster
 	agent *daemon
 	// whole and rec are schedctl run's times and the scheduler's
-	// queued-to-exited records, one per run.
-	whole, rec []time.Duration
+	// queued-to-exited records, one per run; placing, creating and
+	// running split rec at the step's placed and created phases.
+	whole, rec                 []time.Duration
+	placing, creating, running []time.Duration
 }
 
 func startLatency(c config, dir string, mode benchtls.Mode) (*latFleet, error) {
@@ -73,7 +75,9 @@ func (lf *latFleet) schedctlRun(c config, id string, record bool) error {
 		return err
 	}
 	if record {
-		lf.whole, lf.rec = append(lf.whole, d), append(lf.rec, st.Phases.Exited.Sub(st.Phases.Queued))
+		p := st.Phases
+		lf.whole, lf.rec = append(lf.whole, d), append(lf.rec, p.Exited.Sub(p.Queued))
+		lf.placing, lf.creating, lf.running = append(lf.placing, p.Placed.Sub(p.Queued)), append(lf.creating, p.Created.Sub(p.Placed)), append(lf.running, p.Exited.Sub(p.Created))
 	}
 	return nil
 }
@@ -155,6 +159,11 @@ func latency(b *strings.Builder, c config, dir string, plain, tlsMode benchtls.M
 	fmt.Fprintf(b, "| added by the scheduler, plaintext: difference of the queued-to-exited medians | %s | |\n", ms(addedPlain))
 	fmt.Fprintf(b, "| **added by the scheduler, mutual TLS: difference of the queued-to-exited medians** | **%s** | |\n", ms(addedTLS))
 	fmt.Fprintf(b, "| added by TLS: difference of the scheduler's queued-to-exited medians, TLS − plaintext | %s | |\n\n", ms(med(tf.rec)-med(pf.rec)))
+	fmt.Fprintf(b, "The scheduler's record of `schedctl run`'s step, split at its phases (medians; the phases' own medians need not add up):\n\n")
+	fmt.Fprintf(b, "| phase | plaintext | mutual TLS |\n|---|---|---|\n")
+	fmt.Fprintf(b, "| queued to placed (placement) | %s | %s |\n", benchstat.MS(med(pf.placing)), benchstat.MS(med(tf.placing)))
+	fmt.Fprintf(b, "| placed to created (the agent's assignments poll, sandbox create) | %s | %s |\n", benchstat.MS(med(pf.creating)), benchstat.MS(med(tf.creating)))
+	fmt.Fprintf(b, "| created to exited (start, run `true`, exit report) | %s | %s |\n\n", benchstat.MS(med(pf.running)), benchstat.MS(med(tf.running)))
 	if c.maxAdded > 0 && addedTLS > c.maxAdded {
 		return fmt.Errorf("with mutual TLS, schedctl run adds %v over agentd run at the median, over the limit of %v", addedTLS, c.maxAdded)
 	}
