@@ -16,9 +16,10 @@
 //     the difference of the medians.
 //
 // Usage (as root, after scripts/install-deps, bundles/build and go build -o
-// bin/ ./cmd/...):
+// bin/ ./cmd/...; the latency part runs a real agentd, so hold the host
+// lock where other tests check the host for leftovers):
 //
-//	go run ./bench/fleet -steps 2000 -latency-runs 20
+//	flock /tmp/rodon-host.lock go run ./bench/fleet -steps 2000 -latency-runs 20
 package main
 
 import (
@@ -95,7 +96,7 @@ func run(c config) (string, error) {
 		latTime = time.Since(start)
 	}
 	fmt.Fprintf(&b, "Wall time: throughput %.0f s, latency %.0f s.\n\n", tpTime.Seconds(), latTime.Seconds())
-	fmt.Fprintf(&b, "Command: `go build -o bin/ ./cmd/... && go run ./bench/fleet %s`\n", strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(&b, "Command: `go build -o bin/ ./cmd/... && flock /tmp/rodon-host.lock go run ./bench/fleet %s`\n", strings.Join(os.Args[1:], " "))
 	return b.String(), err
 }
 
