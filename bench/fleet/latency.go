@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,7 +22,11 @@ func latencyNode(mode benchtls.Mode) string { return "bench-" + mode.Short() }
 // latFleet is one scheduler member and one agentd serve in one mode.
 type latFleet struct {
 	*schedCluster
-	agent *daemon
+	agent          *daemon
+	node, agentDir string
+	// steps are the ids of the steps run, to let them be cleaned up
+	// before agentd stops.
+	steps []string
 	// whole and rec are schedctl run's times and the scheduler's
 	// queued-to-exited records, one per run; placing, creating and
 	// running split rec at the step's placed and created phases.
@@ -37,6 +42,7 @@ func startLatency(c config, dir string, mode benchtls.Mode) (*latFleet, error) {
 	}
 	node := latencyNode(mode)
 	dataDir := filepath.Join(dir, "agent-"+mode.Short())
+	lf.node, lf.agentDir = node, dataDir
 	args := append([]string{"serve", "--scheduler", sc.urls, "--node-id", node, "--data-dir", dataDir,
 		"--listen", freeAddr(), "--heartbeat", "500ms", "--network", "none"}, mode.Flags()...)
 	if lf.agent, err = startDaemon(dataDir+".log", c.bin+"/agentd", args...); err != nil {
@@ -55,17 +61,42 @@ func startLatency(c config, dir string, mode benchtls.Mode) (*latFleet, error) {
 	}
 }
 
-func (lf *latFleet) stop() {
+// stop waits until every step run has been cleaned up (schedctl run
+// returns at the exit, before the sandbox is gone), stops agentd and the
+// scheduler, and destroys whatever sandbox of the node is left with
+// `agentd cleanup`, so that nothing is left on the host.
+func (lf *latFleet) stop(binDir string) error {
+	var errs []error
+	deadline := time.Now().Add(time.Minute)
+	for _, id := range lf.steps {
+		for {
+			st, err := lf.op.Step(context.Background(), id)
+			if err == nil && !st.Phases.CleanedUp.IsZero() {
+				break
+			}
+			if time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("%s: step %s not cleaned up within a minute: %v", lf.mode, id, err))
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	if lf.agent != nil {
 		lf.agent.stop()
+		out, err := exec.Command(binDir+"/agentd", "cleanup", "--node-id", lf.node, "--network", "none", "--data-dir", lf.agentDir).CombinedOutput()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("agentd cleanup: %w: %s", err, out))
+		}
 	}
 	lf.schedCluster.stop()
+	return errors.Join(errs...)
 }
 
 // schedctlRun runs `schedctl run -- true` against the fleet and records
 // its times unless it is the warm-up.
 func (lf *latFleet) schedctlRun(c config, id string, record bool) error {
 	args := append(lf.mode.Flags(), "run", "--id", id, "--cpu", "0.5", "--memory", "256m", "--", "true")
+	lf.steps = append(lf.steps, id)
 	d, err := timeIt(c.bin+"/schedctl", lf.mode.Env("RODON_SCHEDULER="+lf.urls), args...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", lf.mode, err)
@@ -98,16 +129,15 @@ func timeIt(name string, env []string, args ...string) (time.Duration, error) {
 // fleet with `agentd run -- true`: each round runs schedctl against one
 // fleet, agentd run, then schedctl against the other, which fleet goes
 // first alternating round by round.
-func latency(b *strings.Builder, c config, dir string, plain, tlsMode benchtls.Mode) error {
+func latency(b *strings.Builder, c config, dir string, plain, tlsMode benchtls.Mode) (err error) {
 	var pf, tf *latFleet
 	defer func() {
 		for _, f := range []*latFleet{tf, pf} {
 			if f != nil {
-				f.stop()
+				err = errors.Join(err, f.stop(c.bin))
 			}
 		}
 	}()
-	var err error
 	if pf, err = startLatency(c, dir, plain); err != nil {
 		return err
 	}
