@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
@@ -214,7 +216,11 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 	if cp != nil {
 		acc.seenGateway = cp.SeenGateway
 	}
-	mux, err := newAgentMux(logs, agent, acc, logger)
+	var extra []prometheus.Collector
+	if src != nil {
+		extra = append(extra, src.Collector())
+	}
+	mux, err := newAgentMux(logs, agent, acc, logger, extra...)
 	if err != nil {
 		ln.Close()
 		return err
