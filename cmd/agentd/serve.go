@@ -87,7 +87,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if urls, err = schedulerURLs(urls, src != nil); err != nil {
+	if urls, err = cli.SchedulerURLs(strings.Join(urls, ","), "--scheduler", "agentd", src != nil); err != nil {
 		return 0, err
 	}
 	return 0, serve(ctx, f, cfg, urls, src, hup, logger)
