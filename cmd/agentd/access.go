@@ -76,7 +76,6 @@ func joinRoles(roles []pki.Role) string {
 	return strings.Join(s, " or ")
 }
 
-
 // urlHosts returns the hosts of the URLs (IP literals or names).
 func urlHosts(urls []string) []string {
 	var out []string

@@ -68,4 +68,3 @@ func (f *clusterFlags) connect(logger *slog.Logger) (*client.Client, *pki.Source
 	}
 	return c, src, nil
 }
-

@@ -115,7 +115,6 @@ func operatorName(user string) string {
 	return b.String()
 }
 
-
 // client returns a client of the scheduler.
 func (c *cli) client() (*client.Client, error) {
 	cn, err := c.connect()
