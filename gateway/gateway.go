@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	// browsers and API clients then speak HTTPS (any certificate, such as
 	// a public one). Nil is plain HTTP, for loopback.
 	TLS *tls.Config
+	// Collectors are exported on /metrics besides the gateway's own (the
+	// cluster certificate's handshake counts).
+	Collectors []prometheus.Collector
 	// Name is the gateway's name, as its certificate names it
 	// (gateway/NAME): the addresses it registers are recorded under it.
 	Name string
@@ -151,7 +155,7 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 		signinByAddr:  newLimiter(20, 5*time.Second, cfg.Now),
 		secureCookie:  u.Scheme == "https",
 	}
-	g.metrics = newMetrics()
+	g.metrics = newMetrics(cfg.Collectors...)
 	g.nodes = &nodeNames{steps: steps}
 	g.driver = newDriver(store, steps, g.nodes, cfg.DriverInterval, g.now, logger)
 	g.routes = g.routeTable()

@@ -20,7 +20,7 @@ type metrics struct {
 	auditFailures prometheus.Counter
 }
 
-func newMetrics() *metrics {
+func newMetrics(extra ...prometheus.Collector) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -43,6 +43,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.signins, m.auditFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(extra...)
 	return m
 }
 

@@ -52,6 +52,9 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.placement, m.forwarded, m.forbidden, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if s.cfg.TLS != nil {
+		m.reg.MustRegister(s.cfg.TLS.Collector())
+	}
 	return m
 }
 

@@ -76,35 +76,6 @@ func joinRoles(roles []pki.Role) string {
 	return strings.Join(s, " or ")
 }
 
-// schedulerURLs checks the --scheduler URLs and returns them as the
-// client dials them: a bare HOST:PORT gets https:// (http:// with
-// --plaintext); with TLS an http:// URL is refused, and with --plaintext
-// an https:// one, as schedctl and the gateway do.
-func schedulerURLs(urls []string, useTLS bool) ([]string, error) {
-	out := make([]string, 0, len(urls))
-	for _, a := range urls {
-		a = strings.TrimSpace(a)
-		scheme, rest, ok := strings.Cut(a, "://")
-		switch {
-		case !ok && useTLS:
-			a = "https://" + a
-		case !ok:
-			a = "http://" + a
-		case scheme == "http" && useTLS:
-			return nil, fmt.Errorf("%w: --scheduler %s is plain HTTP: write https://%s (agentd speaks TLS to the scheduler), "+
-				"or pass --plaintext for a scheduler started with --plaintext", errUsage, a, rest)
-		case scheme == "https" && !useTLS:
-			return nil, fmt.Errorf("%w: --scheduler %s is HTTPS, but --plaintext leaves agentd without a certificate: "+
-				"drop --plaintext, or write http://%s", errUsage, a, rest)
-		}
-		if u, err := url.Parse(a); err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return nil, fmt.Errorf("%w: --scheduler %q: want https://HOST:PORT", errUsage, a)
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
 // urlHosts returns the hosts of the URLs (IP literals or names).
 func urlHosts(urls []string) []string {
 	var out []string

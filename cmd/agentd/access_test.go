@@ -14,6 +14,7 @@ import (
 	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 )
@@ -165,7 +166,7 @@ func TestSchedulerURLs(t *testing.T) {
 		{[]string{"https://a:1"}, false, "", "drop --plaintext"},
 		{[]string{"https://"}, true, "", "want https://HOST:PORT"},
 	} {
-		got, err := schedulerURLs(tc.urls, tc.tls)
+		got, err := cli.SchedulerURLs(strings.Join(tc.urls, ","), "--scheduler", "agentd", tc.tls)
 		if strings.Join(got, ",") != tc.want || tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("schedulerURLs(%q, tls %v) = %v, %v; want %q, error %q", tc.urls, tc.tls, got, err, tc.want, tc.wantErr)
 		}

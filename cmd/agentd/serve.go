@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
@@ -85,7 +87,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if urls, err = schedulerURLs(urls, src != nil); err != nil {
+	if urls, err = cli.SchedulerURLs(strings.Join(urls, ","), "--scheduler", "agentd", src != nil); err != nil {
 		return 0, err
 	}
 	return 0, serve(ctx, f, cfg, urls, src, hup, logger)
@@ -214,7 +216,11 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 	if cp != nil {
 		acc.seenGateway = cp.SeenGateway
 	}
-	mux, err := newAgentMux(logs, agent, acc, logger)
+	var extra []prometheus.Collector
+	if src != nil {
+		extra = append(extra, src.Collector())
+	}
+	mux, err := newAgentMux(logs, agent, acc, logger, extra...)
 	if err != nil {
 		ln.Close()
 		return err

@@ -119,7 +119,9 @@ func (s *schedulerClient) ConfirmCancel(ctx context.Context, c cluster.ConfirmCa
 // acc.authenticated, streams and input are for gateways and operators
 // only; /healthz and /metrics for any cluster identity (the TLS listener
 // admits no other).
-func newAgentMux(logs *logstore.Store, agent *agentd.Agent, acc access, logger *slog.Logger) (http.Handler, error) {
+// newAgentMux is the agent's HTTP API; extra collectors (the TLS
+// handshake counts) are exported on /metrics beside the agent's own.
+func newAgentMux(logs *logstore.Store, agent *agentd.Agent, acc access, logger *slog.Logger, extra ...prometheus.Collector) (http.Handler, error) {
 	h, err := stream.New(stream.DefaultConfig(), logs, logger)
 	if err != nil {
 		return nil, err
@@ -131,6 +133,7 @@ func newAgentMux(logs *logstore.Store, agent *agentd.Agent, acc access, logger *
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collectors()...)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -50,7 +49,7 @@ func (f *clusterFlags) connect(logger *slog.Logger) (*client.Client, *pki.Source
 	if err := f.check(); err != nil {
 		return nil, nil, err
 	}
-	addrs, err := schedulerURLs(f.scheduler, !f.tls.Plaintext)
+	addrs, err := cli.SchedulerURLs(f.scheduler, "--scheduler", "the gateway", !f.tls.Plaintext)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -68,40 +67,4 @@ func (f *clusterFlags) connect(logger *slog.Logger) (*client.Client, *pki.Source
 		return nil, nil, fmt.Errorf("%w: --scheduler: %v", errUsage, err)
 	}
 	return c, src, nil
-}
-
-// schedulerURLs splits the comma-separated --scheduler list and gives
-// each a scheme: a bare HOST:PORT is https with TLS, http without. An
-// explicit scheme must match: plain HTTP is refused with TLS on (it would
-// carry the gateway's requests unauthenticated), https without a
-// certificate to present.
-func schedulerURLs(list string, useTLS bool) ([]string, error) {
-	var out []string
-	for a := range strings.SplitSeq(list, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		scheme, rest, ok := strings.Cut(a, "://")
-		switch {
-		case !ok && useTLS:
-			a = "https://" + a
-		case !ok:
-			a = "http://" + a
-		case scheme == "http" && useTLS:
-			return nil, fmt.Errorf("%w: --scheduler %s is plain HTTP: write https://%s (the gateway speaks TLS to the scheduler), "+
-				"or pass --plaintext for a scheduler started with --plaintext on loopback", errUsage, a, rest)
-		case scheme == "https" && !useTLS:
-			return nil, fmt.Errorf("%w: --scheduler %s is HTTPS, but --plaintext leaves the gateway without a certificate: "+
-				"drop --plaintext, or write http://%s", errUsage, a, rest)
-		}
-		if u, err := url.Parse(a); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return nil, fmt.Errorf("%w: --scheduler %q: want https://HOST:PORT", errUsage, a)
-		}
-		out = append(out, a)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: --scheduler is required (or set RODON_SCHEDULER)", errUsage)
-	}
-	return out, nil
 }

@@ -165,6 +165,9 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, stderr io.Wr
 		return err
 	}
 	cfg.Stream = rl
+	if src != nil {
+		cfg.Collectors = append(cfg.Collectors, src.Collector())
+	}
 	g, err = gateway.New(cfg, sched, sched, logger)
 	if err != nil {
 		return err

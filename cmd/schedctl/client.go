@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,7 +51,7 @@ func (c *cli) connect() (*conn, error) {
 			addr = defaultPlainAddr
 		}
 	}
-	addrs, err := schedulerURLs(addr, !plaintext)
+	addrs, err := icli.SchedulerURLs(addr, "--addr", "schedctl", !plaintext)
 	if err != nil {
 		return nil, err
 	}
@@ -114,40 +113,6 @@ func operatorName(user string) string {
 		return "admin"
 	}
 	return b.String()
-}
-
-// schedulerURLs splits the comma-separated list of members and gives each
-// a scheme: a bare HOST:PORT is https with TLS, http without. An explicit
-// scheme must match the mode.
-func schedulerURLs(list string, useTLS bool) ([]string, error) {
-	var out []string
-	for a := range strings.SplitSeq(list, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		scheme, rest, ok := strings.Cut(a, "://")
-		switch {
-		case !ok && useTLS:
-			a = "https://" + a
-		case !ok:
-			a = "http://" + a
-		case scheme == "http" && useTLS:
-			return nil, fmt.Errorf("%w: --addr %s is plain HTTP: write https://%s (schedctl speaks TLS to the scheduler), "+
-				"or pass --plaintext for a scheduler started with --plaintext", errUsage, a, rest)
-		case scheme == "https" && !useTLS:
-			return nil, fmt.Errorf("%w: --addr %s is HTTPS, but --plaintext leaves schedctl without a certificate: "+
-				"drop --plaintext, or write http://%s", errUsage, a, rest)
-		}
-		if u, err := url.Parse(a); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return nil, fmt.Errorf("%w: --addr %q: want https://HOST:PORT", errUsage, a)
-		}
-		out = append(out, a)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: --addr %q: want URL[,URL...]", errUsage, list)
-	}
-	return out, nil
 }
 
 // client returns a client of the scheduler.

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	icli "github.com/rodon-compute/rodon/internal/cli"
 )
 
 const usage = `usage: schedctl [--addr URL[,URL...]] [--tls-dir DIR | --plaintext] COMMAND [ARGS] [FLAGS]
@@ -71,7 +73,7 @@ const (
 
 // errUsage marks a command-line error: schedctl prints the message and
 // exits 2.
-var errUsage = errors.New("usage")
+var errUsage = icli.ErrUsage
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))

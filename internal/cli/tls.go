@@ -119,3 +119,40 @@ func IsLoopback(addr string) bool {
 	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
 	return err == nil && a.Unmap().IsLoopback()
 }
+
+// SchedulerURLs splits a comma-separated list of scheduler members and
+// gives each the scheme of the mode: a bare HOST:PORT is https:// with TLS,
+// http:// with --plaintext. An explicit scheme must match the mode: plain
+// HTTP would carry the caller's requests unauthenticated, and https
+// without a certificate cannot be answered. flag names the flag for
+// errors, prog the program ("agentd speaks TLS to the scheduler").
+func SchedulerURLs(list, flag, prog string, useTLS bool) ([]string, error) {
+	var out []string
+	for a := range strings.SplitSeq(list, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		scheme, rest, ok := strings.Cut(a, "://")
+		switch {
+		case !ok && useTLS:
+			a = "https://" + a
+		case !ok:
+			a = "http://" + a
+		case scheme == "http" && useTLS:
+			return nil, fmt.Errorf("%w: %s %s is plain HTTP: write https://%s (%s speaks TLS to the scheduler), "+
+				"or pass --plaintext for a scheduler started with --plaintext on loopback", ErrUsage, flag, a, rest, prog)
+		case scheme == "https" && !useTLS:
+			return nil, fmt.Errorf("%w: %s %s is HTTPS, but --plaintext leaves %s without a certificate: "+
+				"drop --plaintext, or write http://%s", ErrUsage, flag, a, prog, rest)
+		}
+		if u, err := url.Parse(a); err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("%w: %s %q: want https://HOST:PORT", ErrUsage, flag, a)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s %q: want URL[,URL...]", ErrUsage, flag, list)
+	}
+	return out, nil
+}

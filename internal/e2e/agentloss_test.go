@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
@@ -91,7 +92,7 @@ func TestAgentLoss(t *testing.T) {
 
 func startAgentNamed(t *testing.T, f *fleet, id string) {
 	t.Helper()
-	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--plaintext", "--scheduler", f.urls(),
+	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
 		"--node-id", id, "--data-dir", t.TempDir(), "--listen", freePort(t), "--workspace-root", f.wsRoot,
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info", "--network", "none"))
 	c := newClient(t, f.urls())

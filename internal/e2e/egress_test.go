@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
@@ -105,7 +106,7 @@ type attempt struct {
 // namespace and waits until the scheduler has its node as state.
 func startEgressAgent(t *testing.T, f *fleet, w *world, id, dataDir, platformFile, wantState string, wrap ...string) *proc {
 	t.Helper()
-	args := append(wrap, bin+"/agentd", "serve", "--plaintext", "--scheduler", f.urls(),
+	args := append(wrap, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
 		"--node-id", id, "--data-dir", dataDir, "--listen", freePort(t), "--workspace-root", f.wsRoot,
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info",
 		"--network", "egress", "--node-netns", w.nodePath(), "--dns", w.resolver.String(),

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
@@ -47,12 +48,8 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
 	marker := newEnvMarker()
 
-	tlsDir := t.TempDir()
-	if out, err := runCmd(bin+"/scheduler", "tls", "init", "--dir", tlsDir); err != nil {
-		t.Fatalf("scheduler tls init: %v: %s", err, out)
-	}
 	f := &fleet{}
-	schedDir := startEnvScheduler(t, f, filepath.Join(tlsDir, "env-key.json"))
+	schedDir := startEnvScheduler(t, f)
 	agent := startDebugAgent(t, f, "env-node-k4")
 	const ownerEmail = "owner@example.com"
 	g := startGateway(t, f, ownerEmail)
@@ -113,7 +110,10 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 		answers.Write(b)
 	}
 	// The scheduler's read routes.
-	sched := "http://" + f.httpAddrs[0]
+	sched := "https://" + f.httpAddrs[0]
+	// Each route is read as the identity that may read it: records and
+	// audit are the gateway's, the rest an operator's.
+	asGateway, asOperator := clusterHTTP(t, pki.RoleGateway, "gateway"), clusterHTTP(t, pki.RoleOperator, operatorName)
 	paths := []string{"/healthz", "/metrics", "/v1/members", "/v1/snapshot", "/v1/nodes", "/v1/nodes/" + agent.id,
 		"/v1/steps", "/v1/steps?node=" + agent.id, "/v1/steps?state=exited", "/v1/audit?limit=1000"}
 	for _, kind := range []string{"run", "run_live", "account", "key", "signin", "workspace", "session"} {
@@ -123,11 +123,15 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 		paths = append(paths, "/v1/steps/"+id, "/v1/steps/"+id+"/stream-url")
 	}
 	for _, p := range paths {
-		seen("scheduler GET "+p, httpGet(t, sched+p))
+		hc := asOperator
+		if strings.HasPrefix(p, "/v1/records/") || strings.HasPrefix(p, "/v1/audit") {
+			hc = asGateway
+		}
+		seen("scheduler GET "+p, httpGet(t, hc, sched+p))
 	}
 	// The agent's own routes (its stream route is the step's output).
 	for _, p := range []string{"/healthz", "/metrics"} {
-		seen("agent GET "+p, httpGet(t, "http://"+agent.listen+p))
+		seen("agent GET "+p, httpGet(t, asOperator, "https://"+agent.listen+p))
 	}
 	// The gateway's: every read route a person can call, with the answers
 	// of the writes above (the recorder kept them).
@@ -136,7 +140,7 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 		owner.must(http.StatusOK, http.MethodGet, p, nil, nil)
 	}
 	for _, p := range []string{"/healthz", "/metrics"} {
-		seen("gateway GET "+p, httpGet(t, g.site+p))
+		seen("gateway GET "+p, httpGet(t, asOperator, g.site+p))
 	}
 	// Every answer the gateway gave but the stream's frames, which are
 	// the step's output.
@@ -261,11 +265,16 @@ func scanFiles(t *testing.T, root, marker string) []string {
 	return out
 }
 
-func httpGet(t *testing.T, url string) []byte {
+// httpGet reads url with hc and fails the test unless the answer is 200:
+// an answer refused is no evidence that nothing leaks.
+func httpGet(t *testing.T, hc *http.Client, url string) []byte {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := hc.Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s = %s, want 200", url, resp.Status)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -280,17 +289,18 @@ func runCmd(name string, args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
-// startEnvScheduler starts one bootstrapping member with the env key at
-// keyFile, logging at debug level, and returns its data dir.
-func startEnvScheduler(t *testing.T, f *fleet, keyFile string) string {
+// startEnvScheduler starts one bootstrapping member, with the package's
+// env key beside its certificate, logging at debug level, and returns its
+// data dir.
+func startEnvScheduler(t *testing.T, f *fleet) string {
 	t.Helper()
 	dir := t.TempDir()
 	httpAddr := freePort(t)
 	f.httpAddrs = append(f.httpAddrs, httpAddr)
 	f.schedulers = append(f.schedulers, start(t, "scheduler m1", bin+"/scheduler", "serve", "--node-id", "m1", "--data-dir", dir,
 		"--raft-addr", freePort(t), "--http-addr", httpAddr, "--node-ttl", f.ttl(), "--bootstrap",
-		"--env-key", keyFile, "--log-level", "debug"))
-	c := newClient(t, "http://"+httpAddr)
+		"--log-level", "debug", "--tls-dir", tlsArgs(t, pki.RoleMember, "m1")[1]))
+	c := newClient(t, "https://"+httpAddr)
 	waitFor(t, 30*time.Second, "member m1 to lead", func() bool {
 		ms, err := c.Members(context.Background())
 		return err == nil && len(ms) == 1 && ms[0].Leader
@@ -306,7 +316,7 @@ func startDebugAgent(t *testing.T, f *fleet, id string) agentInfo {
 	}
 	a := agentInfo{id: id, listen: freePort(t), dataDir: t.TempDir()}
 	f.agentAddrs = append(f.agentAddrs, a.listen)
-	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--scheduler", f.urls(),
+	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
 		"--node-id", id, "--data-dir", a.dataDir, "--listen", a.listen, "--workspace-root", f.wsRoot,
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "debug", "--network", "none"))
 	c := newClient(t, f.urls())

@@ -36,7 +36,7 @@ func TestFleetSurvivesLeaderKill(t *testing.T) {
 	// One client per member, so that reads also go to followers.
 	var clients []*client.Client
 	for _, a := range f.httpAddrs {
-		clients = append(clients, newClient(t, "http://"+a+","+f.urls()))
+		clients = append(clients, newClient(t, "https://"+a+","+f.urls()))
 	}
 	id := func(i int) string { return fmt.Sprintf("e2e-%03d", i) }
 
@@ -164,7 +164,7 @@ func killLeader(t *testing.T, f *fleet, clients []*client.Client) string {
 				continue
 			}
 			for i, a := range f.httpAddrs {
-				if m.HTTPAddress == a || m.HTTPAddress == "http://"+a {
+				if m.HTTPAddress == a || m.HTTPAddress == "https://"+a {
 					f.schedulers[i].kill()
 					return m.ID
 				}

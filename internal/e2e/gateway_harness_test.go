@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/pki"
 )
 
 // agentInfo is an agent the gateway tests started, with what must never
@@ -40,7 +41,7 @@ func startNamedAgent(t *testing.T, f *fleet, id string) agentInfo {
 	}
 	a := agentInfo{id: id, listen: freePort(t), dataDir: t.TempDir()}
 	f.agentAddrs = append(f.agentAddrs, a.listen)
-	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--plaintext", "--scheduler", f.urls(),
+	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
 		"--node-id", id, "--data-dir", a.dataDir, "--listen", a.listen, "--workspace-root", f.wsRoot,
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info", "--network", "none"))
 	c := newClient(t, f.urls())
@@ -71,7 +72,8 @@ func startGateway(t *testing.T, f *fleet, ownerEmail string) *gatewayProc {
 	addr := freePort(t)
 	g := &gatewayProc{addr: addr, site: "http://" + addr, dataDir: t.TempDir()}
 	g.proc = start(t, "gateway "+addr, bin+"/gateway", "serve", "--scheduler", f.urls(), "--listen", addr,
-		"--data-dir", g.dataDir, "--site", g.site, "--owner-email", ownerEmail, "--log-level", "debug")
+		"--data-dir", g.dataDir, "--site", g.site, "--owner-email", ownerEmail, "--log-level", "debug",
+		"--name", "gateway", "--tls-dir", tlsArgs(t, pki.RoleGateway, "gateway")[1])
 	waitFor(t, 30*time.Second, "gateway /healthz", func() bool {
 		resp, err := http.Get(g.site + "/healthz")
 		if err != nil {

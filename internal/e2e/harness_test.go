@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -29,6 +30,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bin = dir
+	if err := setupTLS(filepath.Join(dir, "tls")); err != nil {
+		fmt.Fprintf(os.Stderr, "cluster CA: %v\n", err)
+		os.Exit(1)
+	}
 	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/rodon-compute/rodon/cmd/scheduler", "github.com/rodon-compute/rodon/cmd/agentd", "github.com/rodon-compute/rodon/cmd/schedctl", "github.com/rodon-compute/rodon/cmd/gateway").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build binaries: %v\n%s", err, out)
@@ -142,7 +147,7 @@ func (f *fleet) ttl() string {
 func (f *fleet) urls() string {
 	var u []string
 	for _, a := range f.httpAddrs {
-		u = append(u, "http://"+a)
+		u = append(u, "https://"+a)
 	}
 	return strings.Join(u, ",")
 }
@@ -155,6 +160,7 @@ func startSchedulers(t *testing.T, f *fleet, n int) {
 		httpAddr, raftAddr := freePort(t), freePort(t)
 		args := []string{bin + "/scheduler", "serve", "--node-id", id, "--data-dir", t.TempDir(),
 			"--raft-addr", raftAddr, "--http-addr", httpAddr, "--node-ttl", f.ttl()}
+		args = append(args, tlsArgs(t, pki.RoleMember, id)...)
 		if i == 0 {
 			args = append(args, "--bootstrap")
 		} else {
@@ -162,7 +168,7 @@ func startSchedulers(t *testing.T, f *fleet, n int) {
 		}
 		f.httpAddrs = append(f.httpAddrs, httpAddr)
 		f.schedulers = append(f.schedulers, start(t, "scheduler "+id, args...))
-		c := newClient(t, "http://"+httpAddr)
+		c := newClient(t, "https://"+httpAddr)
 		waitFor(t, 30*time.Second, "member "+id+" to join", func() bool {
 			ms, err := c.Members(context.Background())
 			return err == nil && len(ms) == i+1
@@ -177,7 +183,7 @@ func startAgents(t *testing.T, f *fleet, n int) {
 		id := fmt.Sprintf("a%d", i+1)
 		listen := freePort(t)
 		f.agentAddrs = append(f.agentAddrs, listen)
-		f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--plaintext", "--scheduler", f.urls(),
+		f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
 			"--node-id", id, "--data-dir", t.TempDir(), "--listen", listen, "--workspace-root", f.wsRoot,
 			"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info", "--network", "none"))
 	}
@@ -196,7 +202,7 @@ func startAgents(t *testing.T, f *fleet, n int) {
 
 func newClient(t *testing.T, urls string) *client.Client {
 	t.Helper()
-	c, err := client.New(urls, client.Options{RetryFor: 20 * time.Second})
+	c, err := client.New(urls, client.Options{RetryFor: 20 * time.Second, TLS: source(t, pki.RoleOperator, operatorName)})
 	if err != nil {
 		t.Fatal(err)
 	}

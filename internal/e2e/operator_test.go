@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
@@ -22,7 +22,7 @@ import (
 func schedctl(t *testing.T, f *fleet, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(bin+"/schedctl", args...)
-	cmd.Env = append(os.Environ(), "RODON_SCHEDULER="+f.urls())
+	cmd.Env = append(os.Environ(), f.schedctlEnv()...)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -55,7 +55,7 @@ func TestCancelWaitOrder(t *testing.T) {
 		return err == nil && s.State == "running"
 	})
 	cmd := exec.Command(bin+"/schedctl", "cancel", "stubborn", "--wait", "60s")
-	cmd.Env = append(os.Environ(), "RODON_SCHEDULER="+f.urls())
+	cmd.Env = append(os.Environ(), f.schedctlEnv()...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestCancelWaitOrder(t *testing.T) {
 	}
 	t.Logf("cancel --wait took %v", time.Since(start))
 	// The agent's metrics count the cancelled step.
-	resp, err := http.Get("http://" + f.agentAddrs[0] + "/metrics")
+	resp, err := clusterHTTP(t, pki.RoleOperator, operatorName).Get("https://" + f.agentAddrs[0] + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestDrain(t *testing.T) {
 		return err == nil && s.State == "running"
 	})
 	drain := exec.Command(bin+"/schedctl", "node", "drain", "a1")
-	drain.Env = append(os.Environ(), "RODON_SCHEDULER="+f.urls())
+	drain.Env = append(os.Environ(), f.schedctlEnv()...)
 	var drainOut strings.Builder
 	drain.Stdout, drain.Stderr = &drainOut, &drainOut
 	if err := drain.Start(); err != nil {

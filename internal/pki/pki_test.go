@@ -239,3 +239,33 @@ func TestListenRefusesRawTCP(t *testing.T) {
 		t.Fatalf("member to member over Listen/Dial: %v", err)
 	}
 }
+
+func TestHandshakeCounts(t *testing.T) {
+	ca := pkitest.New(t)
+	member := ca.Source(t, pki.RoleMember, "m1")
+	srv := serve(t, member, pki.AllowRoles(pki.RoleAgent))
+	agent := ca.Source(t, pki.RoleAgent, "n1")
+	if _, err := get(t, agent.ClientConfig(pki.AllowRoles(pki.RoleMember)), srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	gw := ca.Source(t, pki.RoleGateway, "g1")
+	get(t, gw.ClientConfig(pki.AnyIdentity), srv.URL)
+	get(t, agent.ClientConfig(pki.AllowRoles(pki.RoleOperator)), srv.URL)
+	for _, tc := range []struct {
+		src  *pki.Source
+		key  pki.HandshakeKey
+		want uint64
+	}{
+		// The third: the agent refused the server before sending its own
+		// certificate, so the server never saw it.
+		{member, pki.HandshakeKey{Side: pki.SideServer, PeerRole: "agent", Result: pki.ResultOK}, 1},
+		{member, pki.HandshakeKey{Side: pki.SideServer, PeerRole: "gateway", Result: pki.ResultRefused}, 1},
+		{agent, pki.HandshakeKey{Side: pki.SideClient, PeerRole: "member", Result: pki.ResultOK}, 1},
+		{agent, pki.HandshakeKey{Side: pki.SideClient, PeerRole: "member", Result: pki.ResultRefused}, 1},
+		{gw, pki.HandshakeKey{Side: pki.SideClient, PeerRole: "member", Result: pki.ResultOK}, 1},
+	} {
+		if got := tc.src.Handshakes()[tc.key]; got != tc.want {
+			t.Errorf("%s Handshakes()[%+v] = %d, want %d (all: %v)", tc.src.Identity(), tc.key, got, tc.want, tc.src.Handshakes())
+		}
+	}
+}

@@ -46,6 +46,7 @@ type Source struct {
 	want Identity
 
 	cur atomic.Pointer[material]
+	hs  handshakes
 
 	mu sync.Mutex
 	// checked is when the files were last looked at; stamps are what they
@@ -190,10 +191,11 @@ func (s *Source) ServerConfig(authorize Authorizer) *tls.Config {
 				NextProtos:   []string{"http/1.1"},
 				VerifyConnection: func(cs tls.ConnectionState) error {
 					id, err := verifiedIdentity(cs)
-					if err != nil {
-						return err
+					if err == nil {
+						err = authorize(id)
 					}
-					return authorize(id)
+					s.hs.add(SideServer, id, err)
+					return err
 				},
 			}, nil
 		},
@@ -214,27 +216,35 @@ func (s *Source) ClientConfig(authorize Authorizer) *tls.Config {
 			return s.current().pair, nil
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("server sent no certificate")
-			}
-			opts := x509.VerifyOptions{
-				Roots:         s.current().roots,
-				Intermediates: x509.NewCertPool(),
-				KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-				return fmt.Errorf("server certificate: %w", err)
-			}
-			id, err := IdentityOf(cs.PeerCertificates[0])
-			if err != nil {
-				return err
-			}
-			return authorize(id)
+			id, err := s.verifyServer(cs, authorize)
+			s.hs.add(SideClient, id, err)
+			return err
 		},
 	}
+}
+
+// verifyServer checks a server's chain against the cluster CA, then its
+// identity with authorize.
+func (s *Source) verifyServer(cs tls.ConnectionState, authorize Authorizer) (Identity, error) {
+	if len(cs.PeerCertificates) == 0 {
+		return Identity{}, errors.New("server sent no certificate")
+	}
+	opts := x509.VerifyOptions{
+		Roots:         s.current().roots,
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		return Identity{}, fmt.Errorf("server certificate: %w", err)
+	}
+	id, err := IdentityOf(cs.PeerCertificates[0])
+	if err != nil {
+		return Identity{}, err
+	}
+	return id, authorize(id)
 }
 
 // verifiedIdentity is the identity of the verified client certificate of a
