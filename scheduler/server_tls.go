@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/rodon-compute/rodon/internal/pki"
 )
@@ -69,7 +68,7 @@ func isLoopback(addr string) bool {
 // a member on the other end.
 func memberTransport(src *pki.Source) *http.Transport {
 	if src == nil {
-		return &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}
+		return pki.NewTransport(nil)
 	}
 	return src.Transport(pki.AllowRoles(pki.RoleMember))
 }

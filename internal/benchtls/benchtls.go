@@ -14,13 +14,11 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
@@ -168,14 +166,7 @@ func (m Mode) Transport(id pki.Identity, authorize pki.Authorizer) (*http.Transp
 }
 
 // plainTransport has the settings of pki.Source.Transport, without TLS.
-func plainTransport() *http.Transport {
-	return &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     time.Minute,
-	}
-}
+func plainTransport() *http.Transport { return pki.NewTransport(nil) }
 
 // PublicTLS is the client configuration for a listener whose certificate
 // the cluster CA issued and that verifies no client, such as the

@@ -272,12 +272,21 @@ func PeerIdentity(cs *tls.ConnectionState) (Identity, bool) {
 // Transport is an HTTP transport whose connections use ClientConfig(
 // authorize). Its idle connections are the caller's to close.
 func (s *Source) Transport(authorize Authorizer) *http.Transport {
+	return NewTransport(s.ClientConfig(authorize))
+}
+
+// NewTransport is the HTTP transport of Rodon's components with the TLS
+// configuration cfg; nil is plain HTTP (--plaintext), with the same
+// connection settings. It keeps up to 64 idle connections per host: a
+// burst of callers that found fewer would reconnect, and pay a handshake
+// each time.
+func NewTransport(cfg *tls.Config) *http.Transport {
 	return &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     s.ClientConfig(authorize),
+		TLSClientConfig:     cfg,
 		TLSHandshakeTimeout: 10 * time.Second,
-		MaxIdleConnsPerHost: 16,
+		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     time.Minute,
 		ForceAttemptHTTP2:   false,
 	}
