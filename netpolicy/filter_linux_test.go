@@ -24,7 +24,7 @@ const testIfindex = 1
 
 // newTestFilter loads the filter with SPEC's denylist plus a node address
 // and a platform CIDR, or skips (fails under CI) without root and BPF.
-func newTestFilter(t *testing.T) *Filter {
+func newTestFilter(t testing.TB) *Filter {
 	t.Helper()
 	testenv.RequireRoot(t)
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
@@ -43,7 +43,7 @@ func newTestFilter(t *testing.T) *Filter {
 	return f
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
@@ -52,7 +52,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // setTestConfig installs cfg for the test-run ifindex and clears its counters.
-func setTestConfig(t *testing.T, f *Filter, cfg *SandboxConfig) {
+func setTestConfig(t testing.TB, f *Filter, cfg *SandboxConfig) {
 	t.Helper()
 	for r := Reason(1); r <= maxReason; r++ {
 		_ = f.objs.Drops.Delete(egressDropKey{Ifindex: testIfindex, Reason: uint32(r)})
