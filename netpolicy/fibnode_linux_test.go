@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -19,9 +20,9 @@ import (
 // fibGateway6. The peer rn1 is in the same namespace and has no address,
 // so nothing sent there leaves it.
 var (
-	fibNode4    = ip("11.0.0.1")
+	fibNode4    = ip("11.1.0.1")
 	fibNode6    = ip("2600:1::1")
-	fibGateway4 = ip("11.0.0.254")
+	fibGateway4 = ip("11.1.0.254")
 	fibGateway6 = ip("2600:1::fe")
 )
 
@@ -66,7 +67,7 @@ func newBenchNode(t testing.TB) netns.NsHandle {
 			t.Fatal(err)
 		}
 		if name == "rn0" {
-			for _, p := range []string{"11.0.0.1/24", "2600:1::1/64"} {
+			for _, p := range []string{"11.1.0.1/24", "2600:1::1/64"} {
 				ad, err := netlink.ParseAddr(p)
 				if err != nil {
 					t.Fatal(err)
@@ -88,5 +89,42 @@ func newBenchNode(t testing.TB) netns.NsHandle {
 			}
 		}
 	}
+	waitLocalRoutes(t, h, fibNode4, fibNode6, ip("2600:1::"))
 	return ns
+}
+
+// waitLocalRoutes waits until the local routing table has a route for each
+// address: the kernel adds those of IPv6 addresses from a work queue, even
+// with IFA_F_NODAD, so a packet sent at once might find none.
+func waitLocalRoutes(t testing.TB, h *netlink.Handle, addrs ...netip.Addr) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[netip.Addr]bool{}
+		for _, r := range routes {
+			if r.Dst == nil {
+				continue
+			}
+			if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+				have[a.Unmap()] = true
+			}
+		}
+		missing := 0
+		for _, a := range addrs {
+			if !have[a] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("local routes of %v not there after 5s (have %v)", addrs, have)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
