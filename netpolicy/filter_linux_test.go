@@ -336,10 +336,10 @@ func runCases(t *testing.T, f *testFilter, cases []runCase) {
 	}
 }
 
-// denied is the verdict for a frame denied as r: TCP SYNs are answered
-// with a reset, everything else dropped.
+// deniedUDP is a UDP datagram to dst:port, passed (ReasonNone) or denied
+// as r: answered with an ICMP port unreachable, redirected.
 func deniedUDP(name string, cfg *SandboxConfig, dst netip.Addr, port uint16, r Reason) runCase {
-	want := uint32(verdictDrop)
+	want := uint32(verdictRedirect)
 	if r == ReasonNone {
 		want = verdictNext
 	}
@@ -506,6 +506,9 @@ func TestFilterExtensionHeaders(t *testing.T) {
 			verdictDrop, ReasonDNSNotResolver, netip.AddrPortFrom(dst, 53)}
 		https := runCase{fmt.Sprintf("%d headers https", n), normalCfg, ipv6Packet(sandbox6, dst, 64, exts, protoUDP, l4(protoUDP, 443)),
 			verdictNext, 0, netip.AddrPort{}}
+		if n == 0 {
+			dns.want = verdictRedirect // no extension header: answered with a port unreachable
+		}
 		if n > maxExt {
 			dns.reason, dns.last = ReasonProtocol, netip.AddrPort{}
 			https.want, https.reason = verdictDrop, ReasonProtocol
@@ -653,34 +656,34 @@ func TestFilterProgramRun(t *testing.T) {
 	hopByHop := make([]byte, 8)
 	public4, public6 := a4("11.2.3.4"), a4("2600:5::7")
 	runCases(t, f, []runCase{
-		{"0/8", normalCfg, ipv4Frame(a4("0.1.2.3"), protoUDP, 9), verdictDrop, ReasonReserved, netip.MustParseAddrPort("0.1.2.3:9")},
-		{"10/8", normalCfg, ipv4Frame(a4("10.200.0.1"), protoUDP, 9), verdictDrop, ReasonPrivate, netip.MustParseAddrPort("10.200.0.1:9")},
-		{"metadata", normalCfg, ipv4Frame(a4("169.254.169.254"), protoUDP, 80), verdictDrop, ReasonMetadata, netip.MustParseAddrPort("169.254.169.254:80")},
+		{"0/8", normalCfg, ipv4Frame(a4("0.1.2.3"), protoUDP, 9), verdictRedirect, ReasonReserved, netip.MustParseAddrPort("0.1.2.3:9")},
+		{"10/8", normalCfg, ipv4Frame(a4("10.200.0.1"), protoUDP, 9), verdictRedirect, ReasonPrivate, netip.MustParseAddrPort("10.200.0.1:9")},
+		{"metadata", normalCfg, ipv4Frame(a4("169.254.169.254"), protoUDP, 80), verdictRedirect, ReasonMetadata, netip.MustParseAddrPort("169.254.169.254:80")},
 		{"icmp 10/8", normalCfg, ipv4Frame(a4("10.0.0.1"), protoICMP, 0), verdictDrop, ReasonPrivate, netip.MustParseAddrPort("10.0.0.1:0")},
-		{"platform", normalCfg, ipv4Frame(a4("13.0.0.9"), protoUDP, 9), verdictDrop, ReasonPlatform, netip.AddrPort{}},
-		{"v4-mapped v6", normalCfg, ipv6L4(a4("::ffff:10.0.0.1"), protoUDP, 9), verdictDrop, ReasonPrivate, netip.MustParseAddrPort("[::ffff:10.0.0.1]:9")},
+		{"platform", normalCfg, ipv4Frame(a4("13.0.0.9"), protoUDP, 9), verdictRedirect, ReasonPlatform, netip.AddrPort{}},
+		{"v4-mapped v6", normalCfg, ipv6L4(a4("::ffff:10.0.0.1"), protoUDP, 9), verdictRedirect, ReasonPrivate, netip.MustParseAddrPort("[::ffff:10.0.0.1]:9")},
 		{"public v4 udp", normalCfg, ipv4Frame(public4, protoUDP, 443), verdictNext, 0, netip.AddrPort{}},
 		{"public v4 tcp syn", normalCfg, ipv4Frame(public4, protoTCP, 443), verdictNext, 0, netip.AddrPort{}},
 		{"public v6 tcp syn", normalCfg, ipv6L4(public6, protoTCP, 443), verdictNext, 0, netip.AddrPort{}},
 		{"public v6 ping", normalCfg, ipv6L4(public6, protoICMPv6, 0), verdictNext, 0, netip.AddrPort{}},
 		{"documentation v4", normalCfg, ipv4Frame(a4("198.51.100.7"), protoTCP, 443), verdictRedirect, ReasonDocumentation, netip.MustParseAddrPort("198.51.100.7:443")},
-		{"benchmarking", normalCfg, ipv4Frame(a4("198.18.0.9"), protoUDP, 7), verdictDrop, ReasonBenchmarking, netip.MustParseAddrPort("198.18.0.9:7")},
-		{"site-local", normalCfg, ipv6L4(a4("fec0::1"), protoUDP, 7), verdictDrop, ReasonReserved, netip.MustParseAddrPort("[fec0::1]:7")},
+		{"benchmarking", normalCfg, ipv4Frame(a4("198.18.0.9"), protoUDP, 7), verdictRedirect, ReasonBenchmarking, netip.MustParseAddrPort("198.18.0.9:7")},
+		{"site-local", normalCfg, ipv6L4(a4("fec0::1"), protoUDP, 7), verdictRedirect, ReasonReserved, netip.MustParseAddrPort("[fec0::1]:7")},
 		{"resolver udp v4", normalCfg, ipv4Frame(a4("10.0.0.53"), protoUDP, 53), verdictNext, 0, netip.AddrPort{}},
 		{"resolver tcp v4", normalCfg, ipv4Frame(a4("10.0.0.53"), protoTCP, 53), verdictNext, 0, netip.AddrPort{}},
 		{"resolver udp v6", normalCfg, ipv6L4(a4("fd00::53"), protoUDP, 53), verdictNext, 0, netip.AddrPort{}},
-		{"resolver other port", normalCfg, ipv4Frame(a4("10.0.0.53"), protoUDP, 54), verdictDrop, ReasonPrivate, netip.AddrPort{}},
-		{"dns public", normalCfg, ipv4Frame(public4, protoUDP, 53), verdictDrop, ReasonDNSNotResolver, netip.AddrPortFrom(public4, 53)},
-		{"dns public v6", normalCfg, ipv6L4(public6, protoUDP, 53), verdictDrop, ReasonDNSNotResolver, netip.AddrPort{}},
+		{"resolver other port", normalCfg, ipv4Frame(a4("10.0.0.53"), protoUDP, 54), verdictRedirect, ReasonPrivate, netip.AddrPort{}},
+		{"dns public", normalCfg, ipv4Frame(public4, protoUDP, 53), verdictRedirect, ReasonDNSNotResolver, netip.AddrPortFrom(public4, 53)},
+		{"dns public v6", normalCfg, ipv6L4(public6, protoUDP, 53), verdictRedirect, ReasonDNSNotResolver, netip.AddrPort{}},
 		{"dns behind hop-by-hop", normalCfg, ipv6Frame(public6, 64, hopByHop, protoUDP, l4(protoUDP, 53)), verdictDrop, ReasonDNSNotResolver, netip.AddrPort{}},
-		{"dns private", normalCfg, ipv4Frame(a4("10.0.0.54"), protoUDP, 53), verdictDrop, ReasonPrivate, netip.AddrPort{}},
-		{"no internet public", offlineCfg, ipv4Frame(public4, protoUDP, 443), verdictDrop, ReasonNoInternet, netip.AddrPort{}},
-		{"no internet v6", offlineCfg, ipv6L4(public6, protoUDP, 443), verdictDrop, ReasonNoInternet, netip.AddrPort{}},
-		{"no internet resolver", offlineCfg, ipv4Frame(a4("10.0.0.53"), protoUDP, 53), verdictDrop, ReasonNoInternet, netip.AddrPort{}},
+		{"dns private", normalCfg, ipv4Frame(a4("10.0.0.54"), protoUDP, 53), verdictRedirect, ReasonPrivate, netip.AddrPort{}},
+		{"no internet public", offlineCfg, ipv4Frame(public4, protoUDP, 443), verdictRedirect, ReasonNoInternet, netip.AddrPort{}},
+		{"no internet v6", offlineCfg, ipv6L4(public6, protoUDP, 443), verdictRedirect, ReasonNoInternet, netip.AddrPort{}},
+		{"no internet resolver", offlineCfg, ipv4Frame(a4("10.0.0.53"), protoUDP, 53), verdictRedirect, ReasonNoInternet, netip.AddrPort{}},
 		{"arp", normalCfg, arpFrame(), verdictNext, 0, netip.AddrPort{}},
 		{"arp no internet", offlineCfg, arpFrame(), verdictNext, 0, netip.AddrPort{}},
 		{"arp unconfigured", nil, arpFrame(), verdictNext, 0, netip.AddrPort{}},
-		{"unconfigured", nil, ipv4Frame(public4, protoUDP, 443), verdictDrop, ReasonUnconfigured, netip.AddrPort{}},
+		{"unconfigured", nil, ipv4Frame(public4, protoUDP, 443), verdictRedirect, ReasonUnconfigured, netip.AddrPort{}},
 		{"other ethertype", normalCfg, ether(0x88cc, make([]byte, 46)), verdictDrop, ReasonProtocol, netip.AddrPort{}},
 		{"ipv4 ihl < 5", normalCfg, ether(0x0800, append([]byte{0x44}, make([]byte, 45)...)), verdictDrop, ReasonProtocol, netip.AddrPort{}},
 		{"ipv6 version 4", normalCfg, ether(0x86dd, append([]byte{0x40}, make([]byte, 59)...)), verdictDrop, ReasonProtocol, netip.AddrPort{}},
@@ -751,6 +754,82 @@ func TestFilterTCPReset(t *testing.T) {
 	})
 }
 
+// TestFilterUDPUnreachable checks that a denied UDP datagram comes back as
+// the ICMP port unreachable its destination would send, quoting it,
+// redirected out of the interface it came in on; and that a datagram with
+// IPv6 extension headers is only dropped.
+func TestFilterUDPUnreachable(t *testing.T) {
+	f := newTestFilter(t)
+	setTestConfig(t, f, &SandboxConfig{})
+	a := netip.MustParseAddr
+
+	t.Run("ipv4", func(t *testing.T) {
+		dst := a("10.9.9.9")
+		in := ipv4Frame(dst, protoUDP, 53)
+		got, out := runFrame(t, f, in)
+		if got != verdictRedirect {
+			t.Fatalf("Run() = %#x, want %#x (redirect)", got, verdictRedirect)
+		}
+		if len(out) != 14+20+8+28 {
+			t.Fatalf("reply length = %d, want 70", len(out))
+		}
+		checkEther(t, out, 0x0800)
+		ip := out[14:34]
+		if ip[0] != 0x45 || ip[9] != protoICMP || checksum(ip, 0) != 0 || binary.BigEndian.Uint16(ip[2:]) != 56 {
+			t.Errorf("bad IPv4 header % x", ip)
+		}
+		if src, d := netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20])); src != dst || d != sandbox4 {
+			t.Errorf("reply %v -> %v, want %v -> %v", src, d, dst, sandbox4)
+		}
+		icmp := out[34:]
+		if icmp[0] != 3 || icmp[1] != 3 || checksum(icmp, 0) != 0 {
+			t.Errorf("ICMP header type %d code %d, checksum residue %#x; want 3, 3 and 0", icmp[0], icmp[1], checksum(icmp, 0))
+		}
+		if q := icmp[8:]; string(q) != string(in[14:14+28]) {
+			t.Errorf("quoted % x, want the datagram's headers % x", q, in[14:14+28])
+		}
+	})
+	t.Run("ipv6", func(t *testing.T) {
+		dst := a("fd00::9")
+		in := ipv6L4(dst, protoUDP, 53)
+		got, out := runFrame(t, f, in)
+		if got != verdictRedirect {
+			t.Fatalf("Run() = %#x, want %#x (redirect)", got, verdictRedirect)
+		}
+		if len(out) != 14+40+8+48 {
+			t.Fatalf("reply length = %d, want 110", len(out))
+		}
+		checkEther(t, out, 0x86dd)
+		ip := out[14:54]
+		if src, d := netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40])); src != dst || d != sandbox6 {
+			t.Errorf("reply %v -> %v, want %v -> %v", src, d, dst, sandbox6)
+		}
+		if ip[6] != protoICMPv6 || binary.BigEndian.Uint16(ip[4:]) != 56 {
+			t.Errorf("bad IPv6 header % x", ip)
+		}
+		icmp := out[54:]
+		var pseudo []byte
+		pseudo = append(pseudo, ip[8:40]...)
+		pseudo = append(pseudo, 0, 0, 0, 56, 0, 0, 0, protoICMPv6)
+		var sum uint32
+		for i := 0; i < len(pseudo); i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(pseudo[i:]))
+		}
+		if icmp[0] != 1 || icmp[1] != 4 || checksum(icmp, sum) != 0 {
+			t.Errorf("ICMPv6 header type %d code %d, checksum residue %#x; want 1, 4 and 0", icmp[0], icmp[1], checksum(icmp, sum))
+		}
+		if q := icmp[8:]; string(q) != string(in[14:14+48]) {
+			t.Errorf("quoted % x, want the datagram's headers % x", q, in[14:14+48])
+		}
+	})
+	t.Run("behind an extension header", func(t *testing.T) {
+		in := ipv6Packet(sandbox6, a("fd00::9"), 64, []ext{hopByHop()}, protoUDP, l4(protoUDP, 53))
+		if got, _ := runFrame(t, f, in); got != verdictDrop {
+			t.Errorf("Run() = %#x, want %#x", got, verdictDrop)
+		}
+	})
+}
+
 func checkEther(t *testing.T, out []byte, etherType uint16) {
 	t.Helper()
 	if string(out[0:6]) != string(sandboxMAC) || string(out[6:12]) != string(hostMAC) {
@@ -805,8 +884,8 @@ func TestFilterSetDenylist(t *testing.T) {
 	setTestConfig(t, f, &SandboxConfig{})
 	a := netip.MustParseAddr
 	old, repl := a("13.0.0.9"), a("15.0.0.7")
-	if got, _ := runFrame(t, f, ipv4Frame(old, protoUDP, 9)); got != verdictDrop {
-		t.Fatalf("before: Run(%v) = %#x, want drop", old, got)
+	if got, _ := runFrame(t, f, ipv4Frame(old, protoUDP, 9)); got != verdictRedirect {
+		t.Fatalf("before: Run(%v) = %#x, want a port unreachable", old, got)
 	}
 	if err := f.SetDenylist(DefaultDenylist(nil, []netip.Prefix{netip.MustParsePrefix("15.0.0.0/24")})); err != nil {
 		t.Fatalf("SetDenylist: %v", err)
@@ -814,8 +893,8 @@ func TestFilterSetDenylist(t *testing.T) {
 	if got, _ := runFrame(t, f, ipv4Frame(old, protoUDP, 9)); got != verdictNext {
 		t.Errorf("after: Run(%v) = %#x, want pass", old, got)
 	}
-	if got, _ := runFrame(t, f, ipv4Frame(repl, protoUDP, 9)); got != verdictDrop {
-		t.Errorf("after: Run(%v) = %#x, want drop", repl, got)
+	if got, _ := runFrame(t, f, ipv4Frame(repl, protoUDP, 9)); got != verdictRedirect {
+		t.Errorf("after: Run(%v) = %#x, want a port unreachable", repl, got)
 	}
 	if c, _, _ := f.readCount(testIfindex, ReasonPlatform); c.Packets != 2 {
 		t.Errorf("platform counter = %d, want 2", c.Packets)
@@ -824,8 +903,8 @@ func TestFilterSetDenylist(t *testing.T) {
 		t.Error("SetDenylist with reason 99 = nil, want error")
 	}
 	// A failed SetDenylist leaves the previous list in place.
-	if got, _ := runFrame(t, f, ipv4Frame(repl, protoUDP, 9)); got != verdictDrop {
-		t.Errorf("after failed SetDenylist: Run(%v) = %#x, want drop", repl, got)
+	if got, _ := runFrame(t, f, ipv4Frame(repl, protoUDP, 9)); got != verdictRedirect {
+		t.Errorf("after failed SetDenylist: Run(%v) = %#x, want a port unreachable", repl, got)
 	}
 }
 

@@ -61,8 +61,10 @@
 //
 // A denied TCP SYN is answered with a RST|ACK from the destination, written
 // over the SYN and redirected back out of the same veth into the sandbox, so
-// connect fails at once with "connection refused". Other denied packets are
-// dropped silently.
+// connect fails at once with "connection refused"; a denied UDP datagram
+// (without IP options or extension headers) likewise with the ICMP port
+// unreachable its destination would send, so a connected socket fails at
+// once too. Other denied packets are dropped silently.
 //
 // Node addresses: route lookups in the program decide them, so an address
 // added after agentd started (DHCP, a VIP, SLAAC temporaries), the subnet

@@ -220,7 +220,7 @@ struct pseudo6 {
 // the port were closed and redirects it back out of the same veth, into the
 // sandbox, so connect() fails at once (ECONNREFUSED). Returns the verdict, or
 // VERDICT_DROP when the packet cannot be rewritten.
-static __always_inline int reply_rst(struct __sk_buff *skb, struct pkt *p)
+static __always_inline int reply_rst(struct __sk_buff *skb, __u32 ifindex, struct pkt *p)
 {
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
@@ -314,14 +314,120 @@ static __always_inline int reply_rst(struct __sk_buff *skb, struct pkt *p)
 		if (bpf_skb_store_bytes(skb, 0, &r, sizeof(r), 0))
 			return VERDICT_DROP;
 	}
-	return bpf_redirect(skb->ifindex, 0);
+	return bpf_redirect(ifindex, 0);
 }
 
+struct unreach4 {
+	struct ethhdr eth;
+	struct iphdr ip;
+	__u8 msg[8 + sizeof(struct iphdr) + 8]; // ICMP header, quoted IP and UDP headers
+} __attribute__((packed));
+
+struct unreach6 {
+	struct ethhdr eth;
+	struct ipv6hdr ip;
+	__u8 msg[8 + sizeof(struct ipv6hdr) + 8];
+} __attribute__((packed));
+
+// reply_unreach turns a UDP datagram into the ICMP "port unreachable" the
+// destination would send if nothing listened there (the datagram's IP
+// header and UDP header quoted) and redirects it back out of the same veth,
+// into the sandbox, so a connected socket fails at once (ECONNREFUSED).
+// Only for a datagram without IP options or extension headers; otherwise,
+// or when the packet cannot be rewritten, VERDICT_DROP.
+static __always_inline int reply_unreach(struct __sk_buff *skb, __u32 ifindex, struct pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return VERDICT_DROP;
+	unsigned char smac[ETH_ALEN], dmac[ETH_ALEN];
+	__builtin_memcpy(smac, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(dmac, eth->h_dest, ETH_ALEN);
+	if (!p->v6) {
+		__u8 msg[sizeof(((struct unreach4 *)0)->msg)] __attribute__((aligned(4))) = {};
+		const __u32 qlen = sizeof(msg) - 8;
+		if (p->l4off != sizeof(struct ethhdr) + sizeof(struct iphdr))
+			return VERDICT_DROP;
+		if (data + sizeof(struct ethhdr) + qlen > end)
+			return VERDICT_DROP;
+		__builtin_memcpy(&msg[8], data + sizeof(struct ethhdr), qlen);
+		struct iphdr *orig = (struct iphdr *)&msg[8];
+		msg[0] = 3; // destination unreachable
+		msg[1] = 3; // port unreachable
+		__u16 c = csum_fold(bpf_csum_diff(0, 0, (__be32 *)msg, sizeof(msg), 0));
+		__builtin_memcpy(&msg[2], &c, 2);
+		struct iphdr ip = {};
+		ip.version = 4;
+		ip.ihl = 5;
+		ip.tot_len = bpf_htons(sizeof(ip) + sizeof(msg));
+		ip.ttl = 64;
+		ip.protocol = IPPROTO_ICMP;
+		ip.saddr = orig->daddr;
+		ip.daddr = orig->saddr;
+		ip.check = csum_fold(bpf_csum_diff(0, 0, (__be32 *)&ip, sizeof(ip), 0));
+		struct unreach4 r = {};
+		__builtin_memcpy(r.eth.h_dest, smac, ETH_ALEN);
+		__builtin_memcpy(r.eth.h_source, dmac, ETH_ALEN);
+		r.eth.h_proto = bpf_htons(ETH_P_IP);
+		r.ip = ip;
+		__builtin_memcpy(r.msg, msg, sizeof(msg));
+		if (bpf_skb_change_tail(skb, sizeof(r), 0))
+			return VERDICT_DROP;
+		if (bpf_skb_store_bytes(skb, 0, &r, sizeof(r), 0))
+			return VERDICT_DROP;
+	} else {
+		__u8 msg[sizeof(((struct unreach6 *)0)->msg)] __attribute__((aligned(4))) = {};
+		const __u32 qlen = sizeof(msg) - 8;
+		if (p->l4off != sizeof(struct ethhdr) + sizeof(struct ipv6hdr))
+			return VERDICT_DROP;
+		if (data + sizeof(struct ethhdr) + qlen > end)
+			return VERDICT_DROP;
+		__builtin_memcpy(&msg[8], data + sizeof(struct ethhdr), qlen);
+		struct ipv6hdr *orig = (struct ipv6hdr *)&msg[8];
+		msg[0] = 1; // destination unreachable
+		msg[1] = 4; // port unreachable
+		struct pseudo6 ph = {
+			.len = bpf_htonl(sizeof(msg)),
+			.proto = IPPROTO_ICMPV6_,
+		};
+		__builtin_memcpy(ph.saddr, &orig->daddr, 16);
+		__builtin_memcpy(ph.daddr, &orig->saddr, 16);
+		__s64 sum = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph), 0);
+		sum = bpf_csum_diff(0, 0, (__be32 *)msg, sizeof(msg), sum);
+		__u16 c = csum_fold(sum);
+		__builtin_memcpy(&msg[2], &c, 2);
+		struct unreach6 r = {};
+		__builtin_memcpy(r.eth.h_dest, smac, ETH_ALEN);
+		__builtin_memcpy(r.eth.h_source, dmac, ETH_ALEN);
+		r.eth.h_proto = bpf_htons(ETH_P_IPV6);
+		r.ip.version = 6;
+		r.ip.payload_len = bpf_htons(sizeof(msg));
+		r.ip.nexthdr = IPPROTO_ICMPV6_;
+		r.ip.hop_limit = 64;
+		__builtin_memcpy(&r.ip.saddr, ph.saddr, 16);
+		__builtin_memcpy(&r.ip.daddr, ph.daddr, 16);
+		__builtin_memcpy(r.msg, msg, sizeof(msg));
+		if (bpf_skb_change_tail(skb, sizeof(r), 0))
+			return VERDICT_DROP;
+		if (bpf_skb_store_bytes(skb, 0, &r, sizeof(r), 0))
+			return VERDICT_DROP;
+	}
+	return bpf_redirect(ifindex, 0);
+}
+
+// deny counts the packet and refuses it the way its destination would if
+// nothing listened there: a TCP SYN gets a reset, a UDP datagram an ICMP
+// port unreachable; anything else is dropped.
 static __always_inline int deny(struct __sk_buff *skb, __u32 reason, struct pkt *p)
 {
-	count_drop(skb->ifindex, reason, p);
+	__u32 ifindex = skb->ifindex;
+	count_drop(ifindex, reason, p);
 	if (p->proto == IPPROTO_TCP && p->syn_only && p->l4off)
-		return reply_rst(skb, p);
+		return reply_rst(skb, ifindex, p);
+	if (p->proto == IPPROTO_UDP && p->l4off)
+		return reply_unreach(skb, ifindex, p);
 	return VERDICT_DROP;
 }
 
