@@ -337,11 +337,15 @@ func runCases(t *testing.T, f *testFilter, cases []runCase) {
 }
 
 // deniedUDP is a UDP datagram to dst:port, passed (ReasonNone) or denied
-// as r: answered with an ICMP port unreachable, redirected.
+// as r: answered with an ICMP port unreachable, redirected; to a multicast
+// group only dropped.
 func deniedUDP(name string, cfg *SandboxConfig, dst netip.Addr, port uint16, r Reason) runCase {
 	want := uint32(verdictRedirect)
-	if r == ReasonNone {
+	switch r {
+	case ReasonNone:
 		want = verdictNext
+	case ReasonMulticast:
+		want = verdictDrop
 	}
 	return runCase{name, cfg, udpTo(dst, port), want, r, netip.AddrPortFrom(dst, port)}
 }

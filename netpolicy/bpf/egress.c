@@ -38,6 +38,7 @@ static __always_inline int pass(struct __sk_buff *skb)
 
 // Reasons; keep in sync with Reason in netpolicy.go.
 #define REASON_NONE 0
+#define REASON_MULTICAST 4
 #define REASON_NODE 6
 #define REASON_NO_INTERNET 8
 #define REASON_DNS_NOT_RESOLVER 9
@@ -419,11 +420,15 @@ static __always_inline int reply_unreach(struct __sk_buff *skb, __u32 ifindex, s
 
 // deny counts the packet and refuses it the way its destination would if
 // nothing listened there: a TCP SYN gets a reset, a UDP datagram an ICMP
-// port unreachable; anything else is dropped.
+// port unreachable; anything else is dropped, and so is anything to a
+// multicast group (no host answers those with an error: RFC 1122 3.2.2,
+// RFC 4443 2.4).
 static __always_inline int deny(struct __sk_buff *skb, __u32 reason, struct pkt *p)
 {
 	__u32 ifindex = skb->ifindex;
 	count_drop(ifindex, reason, p);
+	if (reason == REASON_MULTICAST)
+		return VERDICT_DROP;
 	if (p->proto == IPPROTO_TCP && p->syn_only && p->l4off)
 		return reply_rst(skb, ifindex, p);
 	if (p->proto == IPPROTO_UDP && p->l4off)
