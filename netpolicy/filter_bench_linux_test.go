@@ -34,7 +34,9 @@ func BenchmarkFilterRun(b *testing.B) {
 		{"v4-tcp-ack-public", ack(ipv4Frame(a("11.0.0.7"), protoTCP, 443), 14+20), verdictNext},
 		{"v6-tcp-ack-public", ack(ipv6L4(a("2600:1::7"), protoTCP, 443), 14+40), verdictNext},
 		{"v6-udp-hopbyhop-public", ipv6Frame(a("2600:1::7"), 64, twoExt, protoUDP, l4(protoUDP, 443)), verdictNext},
-		{"v4-udp-private-denied", ipv4Frame(a("10.9.9.9"), protoUDP, 443), verdictDrop},
+		// A TCP packet other than a SYN is denied without an answer, so
+		// every repetition sees the same frame.
+		{"v4-tcp-ack-private-denied", ack(ipv4Frame(a("10.9.9.9"), protoTCP, 443), 14+20), verdictDrop},
 		{"v4-udp-dns-resolver", ipv4Frame(a("10.0.0.53"), protoUDP, 53), verdictNext},
 	}
 	setTestConfig(b, f, cfg)
