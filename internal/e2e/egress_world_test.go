@@ -54,12 +54,8 @@ type world struct {
 	nodeAddr6, nodeBroadcast, nodeAnycast netip.Addr
 }
 
-// The world's uplink subnets and the platform CIDR of its platform stand-in.
-const (
-	worldUplink4  = "11.0.0.0/24"
-	worldUplink6  = "2600:1::/64"
-	worldPlatform = "11.2.0.0/24"
-)
+// worldPlatform is the platform CIDR of the world's platform stand-in.
+const worldPlatform = "11.2.0.0/24"
 
 // standIn is one stand-in host: an HTTP server on port 80 answering its
 // name, a UDP echo on port 7, and a count of everything it received.
