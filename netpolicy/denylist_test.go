@@ -122,8 +122,8 @@ func registryReachable(rows []registryRow, a netip.Addr) bool {
 	return true
 }
 
-// edges returns the first and last address of p and the addresses just
-// outside it.
+// edges returns the first and last address of p, one in its middle (the
+// first with the highest host bit set), and the addresses just outside it.
 func edges(p netip.Prefix) []netip.Addr {
 	p = p.Masked()
 	first := p.Addr()
@@ -136,6 +136,13 @@ func edges(p netip.Prefix) []netip.Addr {
 	}
 	last, _ := netip.AddrFromSlice(b)
 	out := []netip.Addr{first}
+	if host := first.BitLen() - p.Bits(); host >= 2 {
+		m := first.AsSlice()
+		bit := host - 1 // from the right
+		m[len(m)-1-bit/8] |= 1 << (bit % 8)
+		mid, _ := netip.AddrFromSlice(m)
+		out = append(out, mid)
+	}
 	if last != first {
 		out = append(out, last)
 	}
@@ -151,8 +158,8 @@ func edges(p netip.Prefix) []netip.Addr {
 // TestDenyTableMatchesRegistries checks the denylist table (Rules) against
 // the registry rows in testdata/: each row the table cites exists there,
 // each row that is not globally reachable is in the table, and at the
-// first and last address of every row and just outside it the table
-// denies exactly what the registries say is not globally reachable.
+// first, middle and last address of every row and just outside it the
+// table denies exactly what the registries say is not globally reachable.
 func TestDenyTableMatchesRegistries(t *testing.T) {
 	rows := registries(t)
 	type key struct {
@@ -334,7 +341,7 @@ func TestDenyKey(t *testing.T) {
 
 func TestEdges(t *testing.T) {
 	got := edges(netip.MustParsePrefix("10.0.0.0/8"))
-	want := []string{"10.0.0.0", "10.255.255.255", "9.255.255.255", "11.0.0.0"}
+	want := []string{"10.0.0.0", "10.128.0.0", "10.255.255.255", "9.255.255.255", "11.0.0.0"}
 	var gs []string
 	for _, a := range got {
 		gs = append(gs, a.String())
@@ -344,5 +351,8 @@ func TestEdges(t *testing.T) {
 	}
 	if got := edges(netip.MustParsePrefix("::/128")); len(got) != 2 || got[1].String() != "::1" {
 		t.Errorf("edges(::/128) = %v, want [:: ::1]", got)
+	}
+	if got := edges(netip.MustParsePrefix("fe80::/10")); got[1].String() != "fea0::" {
+		t.Errorf("edges(fe80::/10)[1] = %v, want fea0::", got[1])
 	}
 }

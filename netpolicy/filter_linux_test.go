@@ -357,12 +357,12 @@ var (
 	offlineCfg = &SandboxConfig{NoInternet: true, Resolvers: normalCfg.Resolvers, LinkLocal: SandboxLinkLocal}
 )
 
-// TestFilterRegistryRows sends a UDP datagram to the first and last address
-// of every registry row in testdata/ and to the addresses just outside it:
-// the program must deny exactly what Decide denies, with its reason (Decide
-// is checked against the registries by TestDenyTableMatchesRegistries).
-// None of these addresses is the test node's own, so no route lookup
-// denies any of them.
+// TestFilterRegistryRows sends a UDP datagram to the first, middle and last
+// address of every registry row in testdata/ and to the addresses just
+// outside it: the program must deny exactly what Decide denies, with its
+// reason (Decide is checked against the registries by
+// TestDenyTableMatchesRegistries). None of these addresses is the test
+// node's own, so no route lookup denies any of them.
 func TestFilterRegistryRows(t *testing.T) {
 	f := newTestFilter(t)
 	var cases []runCase
