@@ -42,7 +42,7 @@ func NewMetrics() *Metrics {
 		}),
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rodon_agent_egress_denied_packets_total",
-			Help: "Packets from step sandboxes the egress filter denied, by reason.",
+			Help: "Packets from step sandboxes the egress filter denied, by reason (netpolicy.Reason names: private, metadata, node, documentation, encapsulation, ...).",
 		}, []string{"reason"}),
 	}
 }

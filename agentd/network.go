@@ -134,13 +134,36 @@ func (t *deniedTracker) events(c map[netpolicy.Reason]netpolicy.Count, now time.
 			continue
 		}
 		out = append(out, deniedEvent{
-			event:  cluster.Event{Time: now, Kind: cluster.EventEgressDenied, Message: DeniedMessage(r, n)},
+			event:  deniedEventOf(r, n, now),
 			reason: r,
 			delta:  n.Packets - t.seen[r],
 		})
 		t.seen[r] = n.Packets
 	}
 	return out
+}
+
+// deniedEventOf is the egress event of reason r's count c: its message
+// and the same in fields.
+func deniedEventOf(r netpolicy.Reason, c netpolicy.Count, now time.Time) cluster.Event {
+	e := cluster.Event{Time: now, Kind: cluster.EventEgressDenied, Message: DeniedMessage(r, c),
+		Reason: r.String(), Destination: deniedDestination(c), Packets: c.Packets}
+	if c.Protocol != 0 {
+		e.Protocol = c.Protocol.String()
+	}
+	return e
+}
+
+// deniedDestination is the last denied destination, without a port when
+// it had none.
+func deniedDestination(c netpolicy.Count) string {
+	if !c.Last.IsValid() {
+		return ""
+	}
+	if c.Last.Port() == 0 {
+		return c.Last.Addr().String()
+	}
+	return c.Last.String()
 }
 
 // DeniedMessage is the text of an egress event, such as

@@ -42,10 +42,15 @@ func TestDeniedTracker(t *testing.T) {
 	var tr deniedTracker
 	now := time.Now()
 	last := netip.MustParseAddrPort("10.0.0.1:22")
-	c := map[netpolicy.Reason]netpolicy.Count{netpolicy.ReasonPrivate: {Packets: 2, Last: last}}
+	c := map[netpolicy.Reason]netpolicy.Count{netpolicy.ReasonPrivate: {Packets: 2, Last: last, Protocol: 6}}
 	got := tr.events(c, now)
 	if len(got) != 1 || got[0].delta != 2 || got[0].event.Kind != cluster.EventEgressDenied {
 		t.Fatalf("first events = %+v, want one private event with delta 2", got)
+	}
+	want := cluster.Event{Time: now, Kind: cluster.EventEgressDenied, Message: "egress denied: 10.0.0.1:22, private, 2 packets",
+		Reason: "private", Destination: "10.0.0.1:22", Protocol: "tcp", Packets: 2}
+	if got[0].event != want {
+		t.Errorf("first event = %+v, want %+v", got[0].event, want)
 	}
 	if got := tr.events(c, now); len(got) != 0 {
 		t.Errorf("unchanged counters gave events %+v", got)

@@ -54,6 +54,21 @@ type Event struct {
 	Time    time.Time `json:"time"`
 	Kind    string    `json:"kind"`
 	Message string    `json:"message"`
+
+	// An egress_denied event says in fields what its message says; other
+	// events leave them empty (and absent in JSON).
+
+	// Reason is the egress filter's reason: "private", "metadata",
+	// "node", "documentation", "encapsulation", ...
+	Reason string `json:"reason,omitempty"`
+	// Destination is the last denied address, with its port when it had
+	// one ("169.254.169.254:80", "[fd00::1]:443", "224.0.0.1").
+	Destination string `json:"destination,omitempty"`
+	// Protocol is the last denied packet's IP protocol: "tcp", "udp",
+	// "icmp", "icmpv6", "gre", ... or its number.
+	Protocol string `json:"protocol,omitempty"`
+	// Packets counts the packets denied for Reason in the step so far.
+	Packets uint64 `json:"packets,omitempty"`
 }
 
 // Exit is the data of a stream's last frame: how the step ended, as the

@@ -25,11 +25,27 @@ type ExitRecord struct {
 }
 
 // Event is one lifecycle event of a step: small, human-readable, and fit to
-// be replicated (output is not an event).
+// be replicated (output is not an event). Keep its fields in step with
+// api.Event, which it converts to.
 type Event struct {
 	Time    time.Time `json:"time"`
 	Kind    string    `json:"kind"`
 	Message string    `json:"message"`
+
+	// An egress_denied event says in fields what its message says; other
+	// events leave them empty (and absent in JSON).
+
+	// Reason is the egress filter's reason: "private", "metadata",
+	// "node", "documentation", "encapsulation", ...
+	Reason string `json:"reason,omitempty"`
+	// Destination is the last denied address, with its port when it had
+	// one ("169.254.169.254:80", "[fd00::1]:443", "224.0.0.1").
+	Destination string `json:"destination,omitempty"`
+	// Protocol is the last denied packet's IP protocol: "tcp", "udp",
+	// "icmp", "icmpv6", "gre", ... or its number.
+	Protocol string `json:"protocol,omitempty"`
+	// Packets counts the packets denied for Reason in the step so far.
+	Packets uint64 `json:"packets,omitempty"`
 }
 
 // Event kinds.
@@ -43,7 +59,8 @@ const (
 	EventAdopted   = "adopted"
 	EventWarning   = "warning"
 	// EventEgressDenied reports packets the egress filter denied, by
-	// reason: "egress denied: 169.254.169.254:80, metadata, 3 packets".
+	// reason: "egress denied: 169.254.169.254:80, metadata, 3 packets",
+	// and the same in its Reason, Destination, Protocol and Packets fields.
 	EventEgressDenied = "egress_denied"
 	// EventFilesChanged says what the step changed in its workspace:
 	// "3 files changed: +chart.png, ~summary.csv, -old.txt".

@@ -76,7 +76,12 @@ func (f *Filter) readCount(ifindex int, r Reason) (Count, bool, error) {
 		c.Packets += v.Packets
 		if v.Packets > 0 && v.LastNs >= lastNs {
 			lastNs = v.LastNs
-			c.Last = netip.AddrPortFrom(addrFrom16(v.LastAddr), v.LastPort)
+			a := addrFrom16(v.LastAddr)
+			if v.LastV6 != 0 {
+				a = netip.AddrFrom16(v.LastAddr)
+			}
+			c.Last = netip.AddrPortFrom(a, v.LastPort)
+			c.Protocol = Protocol(v.LastProto)
 		}
 	}
 	return c, true, nil

@@ -26,7 +26,8 @@ type egressDropVal struct {
 	LastAddr  [16]uint8
 	LastPort  uint16
 	LastProto uint8
-	Pad       [5]uint8
+	LastV6    uint8
+	Pad       [4]uint8
 }
 
 type egressSandboxCfg struct {
@@ -34,6 +35,7 @@ type egressSandboxCfg struct {
 	Flags       uint32
 	N_resolvers uint32
 	Resolvers   [4][16]uint8
+	LinkLocal   [16]uint8
 }
 
 // Names of all BPF objects in the ELF.

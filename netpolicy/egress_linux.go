@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -32,20 +33,37 @@ type EgressConfig struct {
 // Egress is a node's sandbox networking: a Manager and a Filter working in
 // the same node namespace. Setup gives a sandbox its network with the
 // filter attached; Teardown removes both. It is safe for concurrent use.
+//
+// The node's own addresses are denied twice over: the program asks the
+// node's routing tables about every destination (local, broadcast and
+// anycast routes are the node's), and a netlink address watch keeps the
+// node's addresses, subnet broadcasts and IPv6 subnet-router anycast
+// addresses in the denylist, which names their reason (node, broadcast)
+// and lets the program decide IPv4 addresses embedded in IPv6 ones
+// (NAT64, 6to4, Teredo) by them too.
 type Egress struct {
 	m      *Manager
 	f      *Filter
 	logger *slog.Logger
 
+	watchDone chan struct{} // closed by Close
+	watchWG   sync.WaitGroup
+	reloadMu  sync.Mutex // serializes reading the node's addresses and loading the denylist
+
 	mu        sync.Mutex
+	closed    bool
 	resolvers []netip.Addr
-	nodeAddrs []netip.Addr
+	extraNode []netip.Addr // EgressConfig.NodeAddrs
+	node      []Entry      // from the node's interfaces, kept by the watch
+	nodeAddrs []netip.Addr // the addresses among node, and extraNode
 	platform  []netip.Prefix
+	list      []Entry // the denylist loaded last
 }
 
 // NewEgress opens the node namespace, reads its addresses, loads the egress
-// program and its denylist. It changes nothing on the node (no namespace,
-// veth or NAT rule) until the first Setup or Sweep.
+// program and its denylist, and starts watching the node's addresses. It
+// changes nothing on the node (no namespace, veth or NAT rule) until the
+// first Setup or Sweep.
 func NewEgress(cfg EgressConfig, logger *slog.Logger) (*Egress, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -57,59 +75,216 @@ func NewEgress(cfg EgressConfig, logger *slog.Logger) (*Egress, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Egress{m: m, logger: logger.With("component", "egress"), resolvers: slices.Clone(cfg.Resolvers), platform: slices.Clone(cfg.Platform)}
-	found, err := e.hostAddrs()
-	if err != nil {
-		m.Close()
-		return nil, err
-	}
-	e.nodeAddrs = append(found, cfg.NodeAddrs...)
+	e := &Egress{m: m, logger: logger.With("component", "egress"), resolvers: slices.Clone(cfg.Resolvers),
+		extraNode: slices.Clone(cfg.NodeAddrs), platform: slices.Clone(cfg.Platform), watchDone: make(chan struct{})}
 	if e.f, err = NewFilter(logger); err != nil {
 		m.Close()
 		return nil, err
 	}
-	if err := e.reload(); err != nil {
+	// Subscribe before reading, so that no change falls between the two.
+	updates := make(chan netlink.AddrUpdate, 256)
+	if err := e.subscribe(updates); err != nil {
+		e.f.Close()
+		m.Close()
+		return nil, err
+	}
+	e.watchWG.Add(1)
+	go e.watch(updates)
+	if _, err := e.refreshNode(); err != nil {
 		e.Close()
 		return nil, err
 	}
 	return e, nil
 }
 
-// hostAddrs returns the addresses on the node namespace's interfaces, but
-// not those of sandbox veths (their gateways are in the pool, denied as
-// private anyway).
-func (e *Egress) hostAddrs() ([]netip.Addr, error) {
+func (e *Egress) subscribe(ch chan netlink.AddrUpdate) error {
+	ns := e.m.hostNS
+	err := netlink.AddrSubscribeWithOptions(ch, e.watchDone, netlink.AddrSubscribeOptions{
+		Namespace:         &ns,
+		ReceiveBufferSize: 1 << 20,
+		ErrorCallback: func(err error) {
+			select {
+			case <-e.watchDone:
+			default:
+				e.logger.Warn("node address watch", "error", err)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch the node's addresses: %w", err)
+	}
+	return nil
+}
+
+// watch reloads the denylist when an address of the node changes. Changes
+// to sandbox veths (pool and link-local addresses) are ignored; a burst of
+// changes is one reload. If the subscription breaks (a full socket buffer),
+// it subscribes again and rereads everything.
+func (e *Egress) watch(ch chan netlink.AddrUpdate) {
+	defer e.watchWG.Done()
+	for {
+		u, ok := <-ch
+		if !ok {
+			select {
+			case <-e.watchDone:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			ch = make(chan netlink.AddrUpdate, 256)
+			if err := e.subscribe(ch); err != nil {
+				e.logger.Error("node address watch stopped; node addresses are still denied by route lookups", "error", err)
+				return
+			}
+		} else if !e.nodeAddrChange(u) {
+			continue
+		}
+		// Take what else is queued: one reload for a burst.
+	drain:
+		for {
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					break drain
+				}
+			default:
+				break drain
+			}
+		}
+		select {
+		case <-e.watchDone:
+			continue // drain until the subscription closes ch
+		default:
+		}
+		changed, err := e.refreshNode()
+		switch {
+		case err != nil:
+			e.logger.Warn("reload node addresses", "error", err)
+		case changed:
+			e.logger.Info("node addresses changed; denylist reloaded", "node_addrs", e.NodeAddrs())
+		}
+	}
+}
+
+// nodeAddrChange reports whether u may change the node's entries: not a
+// sandbox veth's address (from the pools, or link-local).
+func (e *Egress) nodeAddrChange(u netlink.AddrUpdate) bool {
+	a, ok := netip.AddrFromSlice(u.LinkAddress.IP)
+	if !ok {
+		return true
+	}
+	a = a.Unmap()
+	return !(a.IsLinkLocalUnicast() || e.m.cfg.Pool4.Contains(a) || e.m.cfg.Pool6.Contains(a))
+}
+
+// refreshNode rereads the node's addresses and, when its entries changed,
+// loads the new denylist.
+func (e *Egress) refreshNode() (bool, error) {
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
+	node, addrs, err := e.hostEntries()
+	if err != nil {
+		return false, err
+	}
+	e.mu.Lock()
+	same := slices.Equal(node, e.node) && e.list != nil
+	old, oldAddrs := e.node, e.nodeAddrs
+	e.node, e.nodeAddrs = node, append(addrs, e.extraNode...)
+	e.mu.Unlock()
+	if same {
+		return false, nil
+	}
+	if err := e.reloadLocked(); err != nil {
+		e.mu.Lock()
+		e.node, e.nodeAddrs = old, oldAddrs
+		e.mu.Unlock()
+		return false, err
+	}
+	return true, nil
+}
+
+// hostEntries returns the denylist entries of the node namespace's own
+// addresses, not those of sandbox veths (their gateways are in the pool,
+// denied as private anyway): each address (ReasonNode), each IPv4 subnet's
+// broadcast address (ReasonBroadcast) and each IPv6 subnet's subnet-router
+// anycast address (ReasonNode). Loopback and link-local addresses are left
+// to the table (loopback, link_local).
+func (e *Egress) hostEntries() ([]Entry, []netip.Addr, error) {
 	h, err := netlink.NewHandleAt(e.m.hostNS, unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, fmt.Errorf("netlink in node namespace: %w", err)
+		return nil, nil, fmt.Errorf("netlink in node namespace: %w", err)
 	}
 	defer h.Close()
 	links, err := h.LinkList()
 	if err != nil {
-		return nil, fmt.Errorf("list node interfaces: %w", err)
+		return nil, nil, fmt.Errorf("list node interfaces: %w", err)
 	}
-	var out []netip.Addr
+	var entries []Entry
+	var addrs []netip.Addr
+	add := func(a netip.Addr, r Reason) {
+		entries = append(entries, Entry{Prefix: netip.PrefixFrom(a, a.BitLen()), Reason: r})
+	}
 	for _, l := range links {
 		if isHostIfname(l.Attrs().Name) {
 			continue
 		}
-		addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+		list, err := h.AddrList(l, netlink.FAMILY_ALL)
 		if err != nil {
-			return nil, fmt.Errorf("list addresses of %s: %w", l.Attrs().Name, err)
+			return nil, nil, fmt.Errorf("list addresses of %s: %w", l.Attrs().Name, err)
 		}
-		for _, a := range addrs {
-			if ip, ok := netip.AddrFromSlice(a.IP); ok {
-				out = append(out, ip.Unmap())
+		for _, ad := range list {
+			ip, ok := netip.AddrFromSlice(ad.IP)
+			if !ok {
+				continue
+			}
+			ip = ip.Unmap()
+			if ip.IsLoopback() || ip.IsLinkLocalUnicast() {
+				continue
+			}
+			addrs = append(addrs, ip)
+			add(ip, ReasonNode)
+			bits, _ := ad.Mask.Size()
+			p := netip.PrefixFrom(ip, bits).Masked()
+			switch {
+			case ip.Is4() && ad.Broadcast != nil:
+				if b, ok := netip.AddrFromSlice(ad.Broadcast); ok && b.Unmap() != ip {
+					add(b.Unmap(), ReasonBroadcast)
+				}
+			case ip.Is4() && bits < 31:
+				add(lastAddr(p), ReasonBroadcast)
+			case ip.Is6() && bits < 127 && p.Addr() != ip:
+				add(p.Addr(), ReasonNode) // the subnet-router anycast address
 			}
 		}
 	}
-	return out, nil
+	slices.SortFunc(entries, func(a, b Entry) int { return a.Prefix.Addr().Compare(b.Prefix.Addr()) })
+	entries = slices.Compact(entries)
+	return entries, addrs, nil
+}
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	host := p.Addr().BitLen() - p.Bits()
+	for i := len(b) - 1; i >= 0 && host > 0; i-- {
+		n := min(host, 8)
+		b[i] |= byte(1<<n - 1)
+		host -= n
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // Close releases the filter and the namespace handle. Sandbox networks set
 // up and not torn down stay, closed to traffic (their filter is gone); a
 // Sweep by the next Egress removes them.
 func (e *Egress) Close() error {
+	e.mu.Lock()
+	if !e.closed {
+		e.closed = true
+		close(e.watchDone)
+	}
+	e.mu.Unlock()
+	e.watchWG.Wait()
 	var err error
 	if e.f != nil {
 		err = e.f.Close()
@@ -124,7 +299,8 @@ func (e *Egress) Resolvers() []netip.Addr {
 	return slices.Clone(e.resolvers)
 }
 
-// NodeAddrs returns the node addresses in the denylist.
+// NodeAddrs returns the node addresses in the denylist: those on the node
+// namespace's interfaces now, and EgressConfig.NodeAddrs.
 func (e *Egress) NodeAddrs() []netip.Addr {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -148,11 +324,38 @@ func (e *Egress) SetPlatform(p []netip.Prefix) error {
 	return nil
 }
 
+// reload loads the denylist made of the table, the node's entries and the
+// platform CIDRs. Reloads are serialized, so the last one loads the latest
+// state.
 func (e *Egress) reload() error {
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
+	return e.reloadLocked()
+}
+
+func (e *Egress) reloadLocked() error {
 	e.mu.Lock()
-	list := DefaultDenylist(e.nodeAddrs, e.platform)
+	node := slices.Clone(e.node)
+	for _, a := range e.extraNode {
+		a = a.WithZone("").Unmap()
+		node = append(node, Entry{Prefix: netip.PrefixFrom(a, a.BitLen()), Reason: ReasonNode})
+	}
+	list := Denylist(node, e.platform)
 	e.mu.Unlock()
-	return e.f.SetDenylist(list)
+	if err := e.f.SetDenylist(list); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.list = list
+	e.mu.Unlock()
+	return nil
+}
+
+// Denylist returns the denylist loaded last.
+func (e *Egress) Denylist() []Entry {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.list)
 }
 
 // SandboxEgress is one sandbox's network with the filter attached.
@@ -211,7 +414,7 @@ func (e *Egress) attach(sn *SandboxNet) (*SandboxEgress, error) {
 	res := e.Resolvers()
 	var att *Attachment
 	err := doInNS(e.m.hostNS, func() (err error) {
-		att, err = e.f.Attach(sn.HostIfindex, SandboxConfig{Resolvers: res})
+		att, err = e.f.Attach(sn.HostIfindex, SandboxConfig{Resolvers: res, LinkLocal: SandboxLinkLocal})
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"syscall"
 	"testing"
@@ -17,11 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestFilterAttach builds two namespaces of its own, a stand-in host and a
-// sandbox joined by a veth pair, attaches the filter to the host end and
-// checks that allowed TCP connects, denied TCP is refused at once, denied
-// packets are counted, and Close detaches and forgets the sandbox. No
-// namespace has any other link, so no packet can leave them.
+// TestFilterAttach builds three namespaces of its own: a sandbox, a node
+// and a peer beyond the node's uplink, joined by veth pairs and plumbed as
+// Manager does it (link-local address, pinned neighbours), attaches the
+// filter to the node's end of the sandbox's veth and checks that TCP to the
+// peer connects, denied TCP (the node's own addresses among it) is refused
+// at once, denied packets are counted, and Close detaches and forgets the
+// sandbox. No namespace has any other link, so no packet can leave them.
 func TestFilterAttach(t *testing.T) {
 	f := newTestFilter(t)
 
@@ -35,38 +38,73 @@ func TestFilterAttach(t *testing.T) {
 	defer netns.Set(orig)
 	host := filterTestNS(t, orig)
 	sandbox := filterTestNS(t, orig)
+	peer := filterTestNS(t, orig)
 
-	hh, err := netlink.NewHandleAt(host)
+	handle := func(ns netns.NsHandle) *netlink.Handle {
+		h, err := netlink.NewHandleAt(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Close)
+		return h
+	}
+	hh, sh, ph := handle(host), handle(sandbox), handle(peer)
+	for _, v := range []struct {
+		name, peer string
+		ns         netns.NsHandle
+	}{{"rpftest-h", "rpftest-s", sandbox}, {"rpftest-u", "rpftest-p", peer}} {
+		if err := hh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: v.name}, PeerName: v.peer,
+			PeerNamespace: netlink.NsFd(int(v.ns))}); err != nil {
+			t.Fatalf("add veth %s: %v", v.name, err)
+		}
+	}
+	if err := netns.Set(host); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"} {
+		if err := os.WriteFile(p, []byte("1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := netns.Set(orig); err != nil {
+		t.Fatal(err)
+	}
+	sl, err := sh.LinkByName("rpftest-s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer hh.Close()
-	sh, err := netlink.NewHandleAt(sandbox)
-	if err != nil {
+	if err := sh.LinkSetIP6AddrGenMode(sl, addrGenModeNone); err != nil {
 		t.Fatal(err)
 	}
-	defer sh.Close()
-	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: "rpftest-h"},
-		PeerName:      "rpftest-s",
-		PeerNamespace: netlink.NsFd(int(sandbox)),
-	}
-	if err := hh.LinkAdd(veth); err != nil {
-		t.Fatalf("add veth: %v", err)
-	}
-	hostIf := filterTestLinkUp(t, hh, "rpftest-h", "192.0.2.1/24", "2001:db8:1::1/64")
-	sbIf := filterTestLinkUp(t, sh, "rpftest-s", "192.0.2.2/24", "2001:db8:1::2/64")
-	for _, gw := range []string{"192.0.2.1", "2001:db8:1::1"} {
+	hostIf := filterTestLinkUp(t, hh, "rpftest-h", "10.200.0.1/30", "fd00:200::1/126")
+	filterTestLinkUp(t, hh, "rpftest-u", "11.1.0.1/24", "2600:1::1/64")
+	sbIf := filterTestLinkUp(t, sh, "rpftest-s", "10.200.0.2/30", "fd00:200::2/126", "fe80::2/64")
+	peerIf := filterTestLinkUp(t, ph, "rpftest-p", "11.1.0.2/24", "2600:1::2/64")
+	for _, gw := range []string{"10.200.0.1", "fd00:200::1"} {
 		if err := sh.RouteAdd(&netlink.Route{LinkIndex: sbIf, Gw: net.ParseIP(gw)}); err != nil {
 			t.Fatalf("add default route via %s in sandbox: %v", gw, err)
 		}
 	}
+	for _, r := range []struct{ dst, gw string }{{"10.200.0.0/16", "11.1.0.1"}, {"fd00:200::/64", "2600:1::1"}} {
+		_, dst, _ := net.ParseCIDR(r.dst)
+		if err := ph.RouteAdd(&netlink.Route{LinkIndex: peerIf, Dst: dst, Gw: net.ParseIP(r.gw)}); err != nil {
+			t.Fatalf("add route to %s in peer: %v", r.dst, err)
+		}
+	}
+	hl, err := hh.LinkByName("rpftest-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn := &SandboxNet{HostIfname: "rpftest-h", Addr6: netip.MustParsePrefix("fd00:200::2/126"), Gateway6: netip.MustParseAddr("fd00:200::1")}
+	if err := pinNeighbours(hh, hl, sh, sl, sn); err != nil {
+		t.Fatal(err)
+	}
 
-	// Attach and listen in the host namespace.
+	// Attach in the node namespace, listen in the peer and on the node.
 	if err := netns.Set(host); err != nil {
 		t.Fatal(err)
 	}
-	a, err := f.Attach(hostIf, SandboxConfig{Resolvers: []netip.Addr{netip.MustParseAddr("10.0.0.53")}})
+	a, err := f.Attach(hostIf, SandboxConfig{Resolvers: []netip.Addr{netip.MustParseAddr("10.0.0.53")}, LinkLocal: SandboxLinkLocal})
 	if err != nil {
 		t.Fatalf("Attach(%d) = %v", hostIf, err)
 	}
@@ -77,22 +115,29 @@ func TestFilterAttach(t *testing.T) {
 	if n := filterTestPrograms(t, hostIf); n != 1 {
 		t.Fatalf("TCX ingress programs on %d = %d, want 1", hostIf, n)
 	}
-	for _, addr := range []string{"192.0.2.1:8080", "[2001:db8:1::1]:8080"} {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
+	listen := func(addrs ...string) {
+		for _, addr := range addrs {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}()
+			t.Cleanup(func() { ln.Close() })
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					c.Close()
+				}
+			}()
+		}
 	}
+	listen("11.1.0.1:8080", "[2600:1::1]:8080")
+	if err := netns.Set(peer); err != nil {
+		t.Fatal(err)
+	}
+	listen("11.1.0.2:8080", "[2600:1::2]:8080")
 
 	// Connect from the sandbox namespace.
 	if err := netns.Set(sandbox); err != nil {
@@ -101,15 +146,14 @@ func TestFilterAttach(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	var d net.Dialer
-	// The IPv6 connect needs neighbour discovery through the filter.
-	for _, addr := range []string{"192.0.2.1:8080", "[2001:db8:1::1]:8080"} {
+	for _, addr := range []string{"11.1.0.2:8080", "[2600:1::2]:8080"} {
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			t.Fatalf("dial allowed %s: %v", addr, err)
 		}
 		c.Close()
 	}
-	for _, addr := range []string{"169.254.169.254:80", "10.9.9.9:443", "[fd00::1]:22"} {
+	for _, addr := range []string{"169.254.169.254:80", "10.9.9.9:443", "[fd00::1]:22", "11.1.0.1:8080", "[2600:1::]:8080", "[2600:1::1]:8080"} {
 		start := time.Now()
 		_, err := d.DialContext(ctx, "tcp", addr)
 		if !errors.Is(err, syscall.ECONNREFUSED) {
@@ -119,7 +163,7 @@ func TestFilterAttach(t *testing.T) {
 			t.Errorf("dial denied %s took %v, want < 1s", addr, el)
 		}
 	}
-	u, err := d.DialContext(ctx, "udp", "198.51.100.7:53")
+	u, err := d.DialContext(ctx, "udp", "11.1.0.2:53")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,25 +180,23 @@ func TestFilterAttach(t *testing.T) {
 	want := map[Reason]netip.AddrPort{
 		ReasonMetadata:       netip.MustParseAddrPort("169.254.169.254:80"),
 		ReasonPrivate:        netip.MustParseAddrPort("[fd00::1]:22"),
-		ReasonDNSNotResolver: netip.MustParseAddrPort("198.51.100.7:53"),
+		ReasonNode:           netip.MustParseAddrPort("[2600:1::1]:8080"),
+		ReasonDNSNotResolver: netip.MustParseAddrPort("11.1.0.2:53"),
 	}
 	for r, last := range want {
 		if got[r].Packets < 1 || got[r].Last != last {
 			t.Errorf("Counters()[%v] = %+v, want >= 1 packet, last %v", r, got[r], last)
 		}
 	}
-	// The kernel itself may send link-local multicast from the sandbox's
-	// interface (MLD reports to ff02::16); the filter denies those too,
-	// and they are the only other reason allowed here.
-	linkLocalMulticast := netip.MustParsePrefix("ff02::/16")
+	if got[ReasonNode].Packets < 3 {
+		t.Errorf("Counters()[node] = %+v, want 3 packets or more (one SYN to each node address)", got[ReasonNode])
+	}
+	// Neighbour discovery from the sandbox's link-local address passes,
+	// MLD is dropped without a count: no other denial.
 	for r, c := range got {
-		if _, ok := want[r]; ok {
-			continue
+		if _, ok := want[r]; !ok {
+			t.Errorf("Counters()[%v] = %+v: unexpected denial (all: %v, want only %v)", r, c, got, want)
 		}
-		if r == ReasonMulticast && linkLocalMulticast.Contains(c.Last.Addr()) {
-			continue
-		}
-		t.Errorf("Counters()[%v] = %+v: unexpected denial (all: %v, want only %v)", r, c, got, want)
 	}
 
 	if err := a.Close(); err != nil {

@@ -62,14 +62,14 @@ func (f *Filter) SetDenylist(entries []Entry) error {
 	}
 	defer inner.Close() // deny_outer holds its own reference
 	for _, e := range entries {
-		if e.Reason == 0 || e.Reason > maxReason {
-			return fmt.Errorf("denylist entry %v: invalid reason %d", e.Prefix, e.Reason)
+		if e.Reason > maxReason || e.Embed > maxEmbedding {
+			return fmt.Errorf("denylist entry %v: invalid reason %d or embedding %d", e.Prefix, e.Reason, e.Embed)
 		}
 		k, err := denyKey(e.Prefix)
 		if err != nil {
 			return fmt.Errorf("denylist entry: %w", err)
 		}
-		if err := inner.Put(k, uint32(e.Reason)); err != nil {
+		if err := inner.Put(k, denyValue(e)); err != nil {
 			return fmt.Errorf("add %v to denylist: %w", e.Prefix, err)
 		}
 	}
@@ -139,6 +139,12 @@ func sandboxCfgValue(cfg SandboxConfig) (egressSandboxCfg, error) {
 		v.Resolvers[i] = r.As16() // IPv4 as ::ffff:a.b.c.d
 	}
 	v.N_resolvers = uint32(len(cfg.Resolvers))
+	if cfg.LinkLocal.IsValid() {
+		if !cfg.LinkLocal.Is6() || !cfg.LinkLocal.IsLinkLocalUnicast() {
+			return v, fmt.Errorf("egress filter: %v is not an IPv6 link-local address", cfg.LinkLocal)
+		}
+		v.LinkLocal = cfg.LinkLocal.WithZone("").As16()
+	}
 	return v, nil
 }
 

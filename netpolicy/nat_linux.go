@@ -8,20 +8,31 @@ import (
 	"strings"
 )
 
-// natScript returns the nft script that (re)creates table inet rodon: one
-// masquerade rule per pool family (traffic from the pool leaving the node
-// through anything but a sandbox veth), and in the forward and input hooks a
-// rule dropping every packet from a sandbox veth that the egress filter did
-// not mark as passed (PassMark), so that a veth whose filter is gone carries
-// nothing. The table is declared (a no-op if it exists) and its chains
-// flushed and refilled in one transaction, so running it again is harmless.
-// Netlink (vishvananda/netlink) has no nftables API, hence the nft binary.
+// natScript returns the nft script that (re)creates table inet rodon:
+//
+//   - postrouting: one masquerade rule per pool family (traffic from the
+//     pool leaving the node through anything but a sandbox veth);
+//   - forward (policy drop): a packet from a sandbox veth that the egress
+//     filter did not mark as passed (PassMark) is dropped, so that a veth
+//     whose filter is gone carries nothing; a marked one is forwarded to
+//     any interface but another sandbox veth (the uplink); into a sandbox
+//     only replies (conntrack established or related) are forwarded.
+//     Nothing else is: no new connection into a sandbox, and no forwarding
+//     between the node's other interfaces (agentd turns forwarding on for
+//     its sandboxes, not to make the node a router);
+//   - input: a packet from a sandbox veth without PassMark is dropped.
+//
+// The table is declared (a no-op if it exists) and its chains flushed and
+// refilled in one transaction, so running it again is harmless. Netlink
+// (vishvananda/netlink) has no nftables API, hence the nft binary.
 func natScript(c Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {\n", NATTable)
 	b.WriteString("\tchain postrouting {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t}\n")
-	b.WriteString("\tchain forward {\n\t\ttype filter hook forward priority filter - 10; policy accept;\n\t}\n")
+	b.WriteString("\tchain forward {\n\t\ttype filter hook forward priority filter - 10; policy drop;\n\t}\n")
 	b.WriteString("\tchain input {\n\t\ttype filter hook input priority filter - 10; policy accept;\n\t}\n}\n")
+	// Declaring a chain does not change the policy of one that exists.
+	fmt.Fprintf(&b, "chain inet %s forward { policy drop; }\n", NATTable)
 	for _, chain := range []string{"postrouting", "forward", "input"} {
 		fmt.Fprintf(&b, "flush chain inet %s %s\n", NATTable, chain)
 	}
@@ -33,6 +44,11 @@ func natScript(c Config) string {
 		fmt.Fprintf(&b, "add rule inet %s %s iifname \"%s*\" meta mark & %#08x != %#08x counter drop comment \"rodon: not passed by the egress filter\"\n",
 			NATTable, chain, VethPrefix, passMask, PassMark)
 	}
+	fmt.Fprintf(&b, "add rule inet %s forward iifname \"%s*\" oifname != \"%s*\" accept comment \"rodon: sandbox to uplink\"\n",
+		NATTable, VethPrefix, VethPrefix)
+	fmt.Fprintf(&b, "add rule inet %s forward oifname \"%s*\" ct state established,related accept comment \"rodon: replies into a sandbox\"\n",
+		NATTable, VethPrefix)
+	fmt.Fprintf(&b, "add rule inet %s forward counter drop comment \"rodon: nothing else is forwarded\"\n", NATTable)
 	return b.String()
 }
 

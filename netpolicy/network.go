@@ -20,6 +20,11 @@ const (
 	NATTable = "rodon"
 )
 
+// SandboxLinkLocal is the IPv6 link-local address of every sandbox's eth0
+// (each is alone on its link with the node): the only source, besides ::,
+// from which the egress filter lets a sandbox's neighbour discovery pass.
+var SandboxLinkLocal = netip.MustParseAddr("fe80::2")
+
 // DefaultNSDir is where named network namespaces are bind-mounted, as by
 // ip-netns(8).
 const DefaultNSDir = "/run/netns"

@@ -70,7 +70,13 @@ func (m *Manager) plumb(sn *SandboxNet) (err error) {
 	if err != nil {
 		return fmt.Errorf("find %s in sandbox namespace: %w", SandboxIfname, err)
 	}
-	if err := addAddrs(sb, sl, sn.Addr4, sn.Addr6); err != nil {
+	// eth0's only link-local address is SandboxLinkLocal, the one the
+	// filter lets neighbour discovery come from: no address generated from
+	// its MAC.
+	if err := sb.LinkSetIP6AddrGenMode(sl, addrGenModeNone); err != nil {
+		return fmt.Errorf("configure %s in sandbox namespace: %w", SandboxIfname, err)
+	}
+	if err := addAddrs(sb, sl, sn.Addr4, sn.Addr6, netip.PrefixFrom(SandboxLinkLocal, 64)); err != nil {
 		return err
 	}
 	lo, err := sb.LinkByName("lo")
@@ -88,7 +94,40 @@ func (m *Manager) plumb(sn *SandboxNet) (err error) {
 			return fmt.Errorf("add default route via %v in sandbox namespace: %w", gw, err)
 		}
 	}
-	return nil
+	return pinNeighbours(host, hl, sb, sl, sn)
+}
+
+// addrGenModeNone is IN6_ADDR_GEN_MODE_NONE: no IPv6 link-local address
+// made from the MAC when the link comes up.
+const addrGenModeNone = 1
+
+// pinNeighbours gives both ends of a sandbox's veth permanent IPv6
+// neighbour entries for each other: the node knows the sandbox's address
+// and link-local address, the sandbox its gateway (runsc copies permanent
+// entries into gVisor's netstack). So neither end ever resolves the other
+// with neighbour discovery from a global source address, which the egress
+// filter does not let pass (only from SandboxLinkLocal or ::). IPv4 needs
+// nothing: ARP passes.
+func pinNeighbours(host *netlink.Handle, hl netlink.Link, sb *netlink.Handle, sl netlink.Link, sn *SandboxNet) error {
+	pin := func(h *netlink.Handle, l netlink.Link, mac net.HardwareAddr, a netip.Addr) error {
+		n := &netlink.Neigh{LinkIndex: l.Attrs().Index, Family: netlink.FAMILY_V6, State: netlink.NUD_PERMANENT,
+			IP: net.IP(a.AsSlice()), HardwareAddr: mac}
+		if err := h.NeighSet(n); err != nil {
+			return fmt.Errorf("add neighbour %v on %s: %w", a, l.Attrs().Name, err)
+		}
+		return nil
+	}
+	// The attributes read before the links were moved and brought up
+	// carry the MACs, which do not change.
+	hostMAC, sbMAC := hl.Attrs().HardwareAddr, sl.Attrs().HardwareAddr
+	if len(hostMAC) == 0 || len(sbMAC) == 0 {
+		return fmt.Errorf("veth %s: no MAC address to pin neighbours with", sn.HostIfname)
+	}
+	return errors.Join(
+		pin(host, hl, sbMAC, sn.Addr6.Addr()),
+		pin(host, hl, sbMAC, SandboxLinkLocal),
+		pin(sb, sl, hostMAC, sn.Gateway6),
+	)
 }
 
 // addAddrs adds prefixes to link; IPv6 ones without duplicate address

@@ -86,7 +86,7 @@ func (lg *Log) writableLocked() error {
 
 // Event appends an event frame.
 func (lg *Log) Event(e cluster.Event) error {
-	ev := api.Event{Time: e.Time, Kind: e.Kind, Message: e.Message}
+	ev := api.Event(e)
 	lg.l.mu.Lock()
 	defer lg.l.mu.Unlock()
 	if err := lg.writableLocked(); err != nil {

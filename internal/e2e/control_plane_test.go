@@ -31,12 +31,12 @@ import (
 // addresses in the world's inet namespace, where a packet that got past
 // the egress filter would land.
 var (
-	cpScheduler   = netip.MustParseAddr("11.0.0.1")      // member m1: HTTP and Raft
-	cpNode1       = netip.MustParseAddr("11.0.0.11")     // agent n1, whose sandboxes are probed
+	cpScheduler   = netip.MustParseAddr("11.3.0.1")      // member m1: HTTP and Raft
+	cpNode1       = netip.MustParseAddr("11.3.0.11")     // agent n1, whose sandboxes are probed
 	cpNode2       = netip.MustParseAddr("2600:1f00::12") // agent n2, another node
-	cpGateway4    = netip.MustParseAddr("11.0.0.20")     // gateway gw1 (gateway serve), registers itself
+	cpGateway4    = netip.MustParseAddr("11.3.0.20")     // gateway gw1 (gateway serve), registers itself
 	cpGateway6    = netip.MustParseAddr("2600:1f00::20") // gateway gw6, registered through the client
-	cpGatewaySeen = netip.MustParseAddr("11.0.0.21")     // gateway gw2, never registered, only seen connecting to n1
+	cpGatewaySeen = netip.MustParseAddr("11.3.0.21")     // gateway gw2, never registered, only seen connecting to n1
 	cpPool4       = netip.MustParsePrefix("11.200.0.0/24")
 	cpPoolPeer    = netip.MustParseAddr("11.200.0.250") // another sandbox's address in n1's pool
 )
@@ -179,7 +179,7 @@ func TestControlPlaneDenied(t *testing.T) {
 		t.Fatalf("GET n1 /healthz as gateway/gw2 = %d %s", code, body)
 	}
 	for _, a := range []netip.Addr{cpScheduler, cpNode1, cpNode2, cpGateway4, cpGateway6, cpGatewaySeen} {
-		// n1 logs each prefix it adds with its sources: "11.0.0.1/32 (member m1, scheduler_url)".
+		// n1 logs each prefix it adds with its sources: "11.3.0.1/32 (member m1, scheduler_url)".
 		want := `"` + netip.PrefixFrom(a, a.BitLen()).String() + " ("
 		waitFor(t, 20*time.Second, "n1 to deny "+a.String(), func() bool { return strings.Contains(n1.out.String(), want) })
 	}

@@ -13,14 +13,17 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd"
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 // probeScript tries every target given as JSON [[name, addr], ...] in
-// argv[1] with a TCP connect, an HTTP GET, a ping and a UDP echo, all at
-// once, and also resolves a name through the sandbox's resolver and asks
-// another DNS server directly. It prints one JSON object per attempt.
+// argv[1] with a TCP connect, an HTTP GET, a ping and a UDP echo (on a
+// connected socket, so that an ICMP port unreachable fails it at once),
+// all at once, and also resolves a name through the sandbox's resolver
+// and asks another DNS server directly. It prints one JSON object per
+// attempt.
 const probeScript = `
 import json, socket, struct, sys, threading, time, urllib.request
 lock = threading.Lock()
@@ -51,7 +54,8 @@ def http(a):
 def udp(a):
     s = socket.socket(fam(a), socket.SOCK_DGRAM)
     s.settimeout(1)
-    s.sendto(b'rodon', (a, 7))
+    s.connect((a, 7))
+    s.send(b'rodon')
     return s.recv(64) == b'rodon', 'echo'
 def csum(b):
     if len(b) % 2:
@@ -103,15 +107,18 @@ type attempt struct {
 }
 
 // startEgressAgent starts agentd with its node side in the world's node
-// namespace and waits until the scheduler has its node as state.
+// namespace and waits until the scheduler has its node as state. Its
+// --listen address is appended to f.agentAddrs.
 func startEgressAgent(t *testing.T, f *fleet, w *world, id, dataDir, platformFile, wantState string, wrap ...string) *proc {
 	t.Helper()
+	listen := freePort(t)
 	args := append(wrap, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
-		"--node-id", id, "--data-dir", dataDir, "--listen", freePort(t), "--workspace-root", f.wsRoot,
+		"--node-id", id, "--data-dir", dataDir, "--listen", listen, "--workspace-root", f.wsRoot,
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info",
 		"--network", "egress", "--node-netns", w.nodePath(), "--dns", w.resolver.String(),
 		"--platform-file", platformFile)
 	p := start(t, "agentd "+id, args...)
+	f.agentAddrs = append(f.agentAddrs, listen)
 	c := newClient(t, f.urls())
 	waitFor(t, 60*time.Second, "node "+id+" "+wantState, func() bool {
 		n, err := c.Node(context.Background(), id)
@@ -150,24 +157,40 @@ func runProbe(t *testing.T, f *fleet, w *world, id string, noInternet bool, name
 }
 
 // deniedReasons returns the reasons of a step's egress events with their
-// last packet counts.
+// last packet counts, from the events' fields; each event's message must
+// say the same.
 func deniedReasons(t *testing.T, f *fleet, id string) map[string]uint64 {
+	t.Helper()
+	return deniedEvents(t, f, id).packets()
+}
+
+// denials are a step's egress events, the last one of each reason.
+type denials map[string]api.Event
+
+func (d denials) packets() map[string]uint64 {
+	out := map[string]uint64{}
+	for r, e := range d {
+		out[r] = e.Packets
+	}
+	return out
+}
+
+func deniedEvents(t *testing.T, f *fleet, id string) denials {
 	t.Helper()
 	s, err := newClient(t, f.urls()).Step(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]uint64{}
+	out := denials{}
 	for _, e := range s.Events {
 		if e.Kind != "egress_denied" {
 			continue
 		}
-		_, reason, n, ok := agentd.ParseDeniedMessage(e.Message)
-		if !ok {
-			t.Errorf("egress event %q does not parse", e.Message)
-			continue
+		dst, reason, n, ok := agentd.ParseDeniedMessage(e.Message)
+		if !ok || e.Reason != reason || e.Packets != n || e.Destination != dst || e.Protocol == "" {
+			t.Errorf("egress event %+v: fields do not match its message (parsed: %q %q %d %v), or no protocol", e, dst, reason, n, ok)
 		}
-		out[reason] = n
+		out[e.Reason] = e
 	}
 	return out
 }
@@ -183,7 +206,7 @@ func TestEgress(t *testing.T) {
 	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
 	w := newWorld(t)
 	platformFile := filepath.Join(t.TempDir(), "platform")
-	if err := os.WriteFile(platformFile, []byte("# the platform\n203.0.113.0/24\n"), 0o644); err != nil {
+	if err := os.WriteFile(platformFile, []byte("# the platform\n"+worldPlatform+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f := &fleet{wsRoot: t.TempDir()}
@@ -206,9 +229,10 @@ func TestEgress(t *testing.T) {
 			if a.OK != wantOpen[name] {
 				t.Errorf("%s %s (%s) ok = %v (%s), want %v", kind, name, w.hosts[name].addr, a.OK, a.Detail, wantOpen[name])
 			}
-			// A denied TCP connect is reset at once; UDP and ping get no
-			// answer and give up after their one-second timeout.
-			if !wantOpen[name] && (kind == "tcp" || kind == "http") && a.MS >= 1000 {
+			// A denied TCP connect is reset at once, a denied UDP
+			// datagram answered with a port unreachable; a ping gets no
+			// answer and gives up after its one-second timeout.
+			if !wantOpen[name] && kind != "ping" && a.MS >= 1000 {
 				t.Errorf("denied %s to %s took %d ms, want under 1000 (%s)", kind, name, a.MS, a.Detail)
 			}
 		}
@@ -244,7 +268,7 @@ func TestEgress(t *testing.T) {
 
 	// Platform CIDRs change at run time: add the late platform host to the
 	// file and send SIGHUP.
-	if err := os.WriteFile(platformFile, []byte("203.0.113.0/24\n198.51.100.77/32\n"), 0o644); err != nil {
+	if err := os.WriteFile(platformFile, []byte(worldPlatform+"\n"+w.platformLateAddr.String()+"/32\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	agent.cmd.Process.Signal(syscall.SIGHUP)

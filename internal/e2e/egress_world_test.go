@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -21,14 +24,18 @@ import (
 // namespaces the test creates and nothing else:
 //
 //	node: agentd's node namespace (--node-netns): the sandboxes' veths, the
-//	      NAT, and an uplink 192.0.2.1 / 2001:db8::1 whose only neighbour
-//	      is inet. It also serves the node's own stand-in service.
+//	      NAT, and an uplink 11.0.0.1/24 / 2600:1::1/64 whose only
+//	      neighbour is inet. It also serves the node's own stand-in service.
 //	inet: the rest of the world: stand-in hosts on its loopback, reached
 //	      through the uplink.
 //
-// The node namespace's only route out leads to inet, and inet has no link
-// but that one, so no packet of a sandbox can leave the two namespaces, even
-// if the egress filter were wrong.
+// The egress filter lets a sandbox reach globally reachable addresses only,
+// so the "public" stand-ins have addresses that look globally reachable
+// (11.0.0.0/8, 2600::/12) and the rest have the kind of address each
+// stands in for. None of them is ever used outside these namespaces: the
+// node namespace's only route out leads to inet, and inet has no link but
+// that one, so no packet of a sandbox can leave the two namespaces, even if
+// the egress filter were wrong.
 type world struct {
 	nodeNS, inetNS   string // names under /run/netns
 	nodeH, inetH     netns.NsHandle
@@ -41,7 +48,14 @@ type world struct {
 	privateAddr      netip.Addr
 	platformAddr     netip.Addr
 	platformLateAddr netip.Addr
+	// nodeAddr6 is the node's IPv6 uplink address; nodeBroadcast and
+	// nodeAnycast are its uplink subnet's broadcast and subnet-router
+	// anycast addresses.
+	nodeAddr6, nodeBroadcast, nodeAnycast netip.Addr
 }
+
+// worldPlatform is the platform CIDR of the world's platform stand-in.
+const worldPlatform = "11.2.0.0/24"
 
 // standIn is one stand-in host: an HTTP server on port 80 answering its
 // name, a UDP echo on port 7, and a count of everything it received.
@@ -66,15 +80,18 @@ func newWorld(t *testing.T) *world {
 		nodeNS:           "e2enode-" + suffix,
 		inetNS:           "e2einet-" + suffix,
 		hosts:            map[string]*standIn{},
-		nodeAddr:         a("192.0.2.1"),
+		nodeAddr:         a("11.0.0.1"),
+		nodeAddr6:        a("2600:1::1"),
+		nodeBroadcast:    a("11.0.0.255"),
+		nodeAnycast:      a("2600:1::"),
 		resolver:         a("10.53.0.53"),
-		rogue:            a("198.51.100.53"),
-		publicAddr:       a("198.51.100.10"),
-		publicV6:         a("2001:db8:100::10"),
+		rogue:            a("11.1.0.53"),
+		publicAddr:       a("11.1.0.10"),
+		publicV6:         a("2600:100::10"),
 		metadataAddr:     a("169.254.169.254"),
 		privateAddr:      a("10.99.0.10"),
-		platformAddr:     a("203.0.113.10"),
-		platformLateAddr: a("198.51.100.77"),
+		platformAddr:     a("11.2.0.10"),
+		platformLateAddr: a("11.1.0.77"),
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -140,8 +157,8 @@ func newWorld(t *testing.T) *world {
 		return l.Attrs().Index
 	}
 	up(nh, "lo")
-	upIdx := up(nh, worldUplinkNode, "192.0.2.1/24", "2001:db8::1/64")
-	for _, gw := range []string{"192.0.2.254", "2001:db8::fe"} {
+	upIdx := up(nh, worldUplinkNode, "11.0.0.1/24", "2600:1::1/64")
+	for _, gw := range []string{"11.0.0.254", "2600:1::fe"} {
 		if err := nh.RouteAdd(&netlink.Route{LinkIndex: upIdx, Gw: net.ParseIP(gw)}); err != nil {
 			t.Fatalf("default route via %s in node namespace: %v", gw, err)
 		}
@@ -151,7 +168,7 @@ func newWorld(t *testing.T) *world {
 		loAddrs = append(loAddrs, netip.PrefixFrom(ad, ad.BitLen()).String())
 	}
 	up(ih, "lo", loAddrs...)
-	up(ih, worldUplinkInet, "192.0.2.254/24", "2001:db8::fe/64")
+	up(ih, worldUplinkInet, "11.0.0.254/24", "2600:1::fe/64")
 
 	// Servers: the stand-in hosts in inet, the node's own service in node.
 	for name, ad := range map[string]netip.Addr{
@@ -162,8 +179,40 @@ func newWorld(t *testing.T) *world {
 	}
 	w.hosts["node"] = w.serve(t, w.nodeH, "node", w.nodeAddr)
 	w.serveDNS(t, w.hosts["resolver"], w.publicAddr)
-	w.serveDNS(t, w.hosts["rogue"], netip.MustParseAddr("198.51.100.66"))
+	w.serveDNS(t, w.hosts["rogue"], netip.MustParseAddr("11.1.0.66"))
 	return w
+}
+
+// addInetHost adds a stand-in host on inet's loopback, reached through the
+// uplink like the others.
+func (w *world) addInetHost(t *testing.T, name string, ad netip.Addr) *standIn {
+	t.Helper()
+	w.addAddr(t, w.inetH, "lo", ad)
+	s := w.serve(t, w.inetH, name, ad)
+	w.hosts[name] = s
+	return s
+}
+
+// addAddr puts ad (as a host prefix) on interface link of namespace h.
+func (w *world) addAddr(t *testing.T, h netns.NsHandle, link string, ad netip.Addr) {
+	t.Helper()
+	nh, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	l, err := nh.LinkByName(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	na, err := netlink.ParseAddr(netip.PrefixFrom(ad, ad.BitLen()).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	na.Flags = unix.IFA_F_NODAD
+	if err := nh.AddrAdd(l, na); err != nil {
+		t.Fatalf("add %v to %s: %v", ad, link, err)
+	}
 }
 
 // inNS runs fn on a thread in namespace h; sockets made by fn stay there.
@@ -187,11 +236,15 @@ func (w *world) serve(t *testing.T, h netns.NsHandle, name string, ad netip.Addr
 	s := &standIn{name: name, addr: ad}
 	var ln net.Listener
 	var pc net.PacketConn
+	// Freebind: a stand-in may be bound to an address the namespace does
+	// not hold as a local one (a subnet-router anycast address), or hold
+	// only later.
+	lc := net.ListenConfig{Control: freebind}
 	err := inNS(h, func() (err error) {
-		if ln, err = net.Listen("tcp", netip.AddrPortFrom(ad, 80).String()); err != nil {
+		if ln, err = lc.Listen(context.Background(), "tcp", netip.AddrPortFrom(ad, 80).String()); err != nil {
 			return err
 		}
-		pc, err = net.ListenPacket("udp", netip.AddrPortFrom(ad, 7).String())
+		pc, err = lc.ListenPacket(context.Background(), "udp", netip.AddrPortFrom(ad, 7).String())
 		return err
 	})
 	if err != nil {
@@ -218,6 +271,22 @@ func (w *world) serve(t *testing.T, h netns.NsHandle, name string, ad netip.Addr
 	}()
 	t.Cleanup(func() { srv.Close(); pc.Close() })
 	return s
+}
+
+// freebind lets a socket bind an address that is not (yet) local.
+func freebind(network, address string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		if strings.HasSuffix(network, "6") || strings.HasPrefix(address, "[") {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
+		} else {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }
 
 // serveDNS answers A queries for any name with answer, on UDP port 53 of s.
