@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits bound what one step may consume besides the CPU and memory it
+// reserves: processes, wall-clock time, workspace size and kept output.
+// This is the one table of their defaults and bounds (SPEC, "Limits,
+// quotas and retention"); the scheduler applies it at submission, so every
+// path (gateway, schedctl, API) gets it and a step's record shows the
+// limits in force, and a node's operator can lower the maxima for a node.
+type Limits struct {
+	// Pids caps the step's processes and threads.
+	Pids int64 `json:"pids"`
+	// Timeout is the step's wall-clock limit (terminated_by=timeout).
+	Timeout time.Duration `json:"timeout"`
+	// WorkspaceBytes caps the step's workspace: writes past it fail with
+	// ENOSPC inside the sandbox, and what comes back never exceeds it.
+	WorkspaceBytes int64 `json:"workspace_bytes"`
+	// OutputBytes caps the output kept per step (head and tail); past it
+	// the step goes on and an output_truncated event says what was dropped.
+	OutputBytes int64 `json:"output_bytes"`
+}
+
+// DefaultLimits are the limits of a step that names none.
+var DefaultLimits = Limits{Pids: 1024, Timeout: time.Hour, WorkspaceBytes: 1 << 30, OutputBytes: 64 << 20}
+
+// MaxLimits are the largest limits any step may have, whatever a node
+// offers (a node's operator may set lower maxima for the node). Pids stays
+// well under the kernel's pid_max of these machines (32768), since gVisor's
+// systrap maps guest processes to host ones.
+var MaxLimits = Limits{Pids: 8192, Timeout: 24 * time.Hour, WorkspaceBytes: 64 << 30, OutputBytes: 1 << 30}
+
+// MinLimits are the smallest limits a step may ask for.
+var MinLimits = Limits{Pids: 16, Timeout: time.Second, WorkspaceBytes: 1 << 20, OutputBytes: 64 << 10}
+
+// WithDefaults returns l with every zero field set from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
+	if l.Pids == 0 {
+		l.Pids = DefaultLimits.Pids
+	}
+	if l.Timeout == 0 {
+		l.Timeout = DefaultLimits.Timeout
+	}
+	if l.WorkspaceBytes == 0 {
+		l.WorkspaceBytes = DefaultLimits.WorkspaceBytes
+	}
+	if l.OutputBytes == 0 {
+		l.OutputBytes = DefaultLimits.OutputBytes
+	}
+	return l
+}
+
+// Check reports the first limit of l outside [MinLimits, max], naming the
+// field as the API does.
+func (l Limits) Check(max Limits) error {
+	for _, c := range []struct {
+		field     string
+		v, lo, hi int64
+		show      func(int64) string
+	}{
+		{"pids", l.Pids, MinLimits.Pids, max.Pids, func(v int64) string { return fmt.Sprint(v) }},
+		{"timeout", int64(l.Timeout), int64(MinLimits.Timeout), int64(max.Timeout), func(v int64) string { return time.Duration(v).String() }},
+		{"workspace_bytes", l.WorkspaceBytes, MinLimits.WorkspaceBytes, max.WorkspaceBytes, func(v int64) string { return fmt.Sprint(v) }},
+		{"output_bytes", l.OutputBytes, MinLimits.OutputBytes, max.OutputBytes, func(v int64) string { return fmt.Sprint(v) }},
+	} {
+		if c.v < c.lo || c.v > c.hi {
+			return fmt.Errorf("%s %s: want %s to %s", c.field, c.show(c.v), c.show(c.lo), c.show(c.hi))
+		}
+	}
+	return nil
+}
+
+// Min returns the smaller of each limit of l and m.
+func (l Limits) Min(m Limits) Limits {
+	return Limits{Pids: min(l.Pids, m.Pids), Timeout: min(l.Timeout, m.Timeout),
+		WorkspaceBytes: min(l.WorkspaceBytes, m.WorkspaceBytes), OutputBytes: min(l.OutputBytes, m.OutputBytes)}
+}
