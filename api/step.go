@@ -32,10 +32,14 @@ type StepRequest struct {
 	Pids int64 `json:"pids,omitempty"`
 	// Timeout is the step's wall-clock limit, as a Go duration string
 	// ("30s"); zero is none.
-	Timeout    Duration `json:"timeout,omitzero"`
-	Workspace  string   `json:"workspace,omitempty"`
-	NoInternet bool     `json:"no_internet,omitempty"`
-	TTY        bool     `json:"tty,omitempty"`
+	Timeout Duration `json:"timeout,omitzero"`
+	// WorkspaceBytes caps the step's workspace; OutputBytes the output kept
+	// of it (cluster.Limits).
+	WorkspaceBytes int64  `json:"workspace_bytes,omitempty"`
+	OutputBytes    int64  `json:"output_bytes,omitempty"`
+	Workspace      string `json:"workspace,omitempty"`
+	NoInternet     bool   `json:"no_internet,omitempty"`
+	TTY            bool   `json:"tty,omitempty"`
 	// Idempotent steps are placed again after their node is lost; others
 	// run at most once.
 	Idempotent bool `json:"idempotent,omitempty"`

@@ -59,6 +59,10 @@ type StepSpec struct {
 	Pids int64 `json:"pids,omitempty"`
 	// Timeout ends the step with terminated_by=timeout; zero is none.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// WorkspaceBytes caps the step's workspace, OutputBytes the output
+	// kept of it (see Limits).
+	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
+	OutputBytes    int64 `json:"output_bytes,omitempty"`
 	// Workspace names the workspace copied into the sandbox.
 	Workspace  string `json:"workspace,omitempty"`
 	NoInternet bool   `json:"no_internet,omitempty"`
