@@ -15,8 +15,12 @@ type RegisterNode struct {
 	Health   Health            `json:"health"`
 	// MaxStarting is the node's start-concurrency limit; zero means
 	// DefaultMaxStarting.
-	MaxStarting int       `json:"max_starting,omitempty"`
-	At          time.Time `json:"at"`
+	MaxStarting int `json:"max_starting,omitempty"`
+	// MaxLimits are the largest step limits the node's operator allows on
+	// it (agentd serve --max-*); zero fields are MaxLimits' (cluster-wide).
+	// A step whose limits exceed them is not placed there.
+	MaxLimits Limits    `json:"max_limits,omitzero"`
+	At        time.Time `json:"at"`
 }
 
 // Heartbeat says a node's agent is alive, with its current health and the
