@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
@@ -133,9 +134,12 @@ func TestEgressGloballyReachableOnly(t *testing.T) {
 	t.Logf("egress events by reason: %v", ev.packets())
 
 	// And in agentd's metrics.
-	resp, err := http.Get("http://" + listen + "/metrics")
+	resp, err := clusterHTTP(t, pki.RoleOperator, operatorName).Get("https://" + listen + "/metrics")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET agentd /metrics = %s", resp.Status)
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
