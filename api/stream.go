@@ -69,6 +69,11 @@ type Event struct {
 	Protocol string `json:"protocol,omitempty"`
 	// Packets counts the packets denied for Reason in the step so far.
 	Packets uint64 `json:"packets,omitempty"`
+
+	// DroppedBytes, in an output_truncated event, counts the output bytes
+	// the step wrote past its output cap that the log did not keep (between
+	// the kept head and the kept tail).
+	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
 }
 
 // Exit is the data of a stream's last frame: how the step ended, as the

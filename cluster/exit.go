@@ -46,6 +46,11 @@ type Event struct {
 	Protocol string `json:"protocol,omitempty"`
 	// Packets counts the packets denied for Reason in the step so far.
 	Packets uint64 `json:"packets,omitempty"`
+
+	// DroppedBytes, in an output_truncated event, counts the output bytes
+	// the step wrote past its output cap that the log did not keep (between
+	// the kept head and the kept tail).
+	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
 }
 
 // Event kinds.
@@ -65,4 +70,8 @@ const (
 	// EventFilesChanged says what the step changed in its workspace:
 	// "3 files changed: +chart.png, ~summary.csv, -old.txt".
 	EventFilesChanged = "files_changed"
+	// EventOutputTruncated says the step's output went past its output cap
+	// (output_bytes): the log kept the head and the tail, and DroppedBytes
+	// counts what it dropped between them.
+	EventOutputTruncated = "output_truncated"
 )
