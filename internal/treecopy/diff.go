@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Changes lists what differs between two trees, by slash-separated path;
@@ -56,7 +58,7 @@ func (c Changes) String() string {
 }
 
 // Diff reports how the tree at src differs from the tree at dst: what
-// Mirror(src, dst) would add, change and remove. Regular files are compared
+// Replace(src, dst) adds, changes and removes. Regular files are compared
 // by permission bits and content, symbolic links by target; other file
 // types are ignored, as Copy ignores them. Links are never followed.
 func Diff(src, dst string) (Changes, error) {
@@ -88,6 +90,11 @@ func Diff(src, dst string) (Changes, error) {
 			return nil
 		case err != nil:
 			return err
+		case d.IsDir() && !di.IsDir():
+			// A file or link became a directory: nothing under it in dst
+			// is looked at (a link there may point anywhere).
+			c.Modified = append(c.Modified, name)
+			return addAll(sr, name, &c.Added)
 		}
 		changed, err := differs(sr, dr, name, si, di)
 		if err != nil {
@@ -105,12 +112,19 @@ func Diff(src, dst string) (Changes, error) {
 		if err != nil || name == "." {
 			return err
 		}
-		if _, err := sr.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+		si, err := sr.Lstat(name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			if d.IsDir() {
 				c.Removed = append(c.Removed, name+"/")
 				return fs.SkipDir
 			}
 			c.Removed = append(c.Removed, name)
+		case err != nil:
+			return err
+		case d.IsDir() && !si.IsDir():
+			// Reported as modified above; src has nothing under it.
+			return fs.SkipDir
 		}
 		return nil
 	})
@@ -159,37 +173,93 @@ func differs(sr, dr *os.Root, name string, si, di fs.FileInfo) (bool, error) {
 		if si.Size() != di.Size() || si.Mode().Perm() != di.Mode().Perm() {
 			return true, nil
 		}
-		return contentDiffers(sr, dr, name)
+		return contentDiffers(sr, dr, name, si.Size())
 	}
 	return false, nil
 }
 
-func contentDiffers(sr, dr *os.Root, name string) (bool, error) {
-	a, err := sr.Open(name)
+// contentDiffers compares the contents of two regular files of the same
+// size, reading only where either has data: holes read as zeros, and two
+// sparse files of 10 TiB with nothing in them compare at once.
+func contentDiffers(sr, dr *os.Root, name string, size int64) (bool, error) {
+	a, err := sr.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false, err
 	}
 	defer a.Close()
-	b, err := dr.Open(name)
+	b, err := dr.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false, err
 	}
 	defer b.Close()
 	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
-	for {
-		na, ea := io.ReadFull(a, ba)
-		nb, eb := io.ReadFull(b, bb)
-		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
-			return true, nil
+	for pos := int64(0); pos < size; {
+		da, err := dataAt(a, pos, size)
+		if err != nil {
+			return false, err
 		}
-		if ea == io.EOF || ea == io.ErrUnexpectedEOF {
-			return eb != io.EOF && eb != io.ErrUnexpectedEOF, nil
+		db, err := dataAt(b, pos, size)
+		if err != nil {
+			return false, err
 		}
-		if ea != nil {
-			return false, ea
+		end := min(da.end, db.end)
+		if !da.data && !db.data {
+			pos = end
+			continue
 		}
-		if eb != nil {
-			return false, eb
+		for pos < end {
+			n := int(min(int64(len(ba)), end-pos))
+			na, ea := a.ReadAt(ba[:n], pos)
+			nb, eb := b.ReadAt(bb[:n], pos)
+			if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+				return true, nil
+			}
+			if na < n {
+				// A file shorter than its size: it changed under us.
+				return true, errors.Join(ea, eb)
+			}
+			pos += int64(n)
 		}
 	}
+	return false, nil
+}
+
+// span says whether the bytes of a file from some offset up to end are
+// data or a hole.
+type span struct {
+	data bool
+	end  int64
+}
+
+// dataAt returns the span of f (size bytes long) that starts at pos.
+func dataAt(f *os.File, pos, size int64) (span, error) {
+	d, err := f.Seek(pos, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO):
+		return span{end: size}, nil
+	case errors.Is(err, unix.EINVAL):
+		return span{data: true, end: size}, nil
+	case err != nil:
+		return span{}, err
+	case d > pos:
+		return span{end: min(d, size)}, nil
+	}
+	h, err := f.Seek(pos, unix.SEEK_HOLE)
+	if err != nil {
+		return span{}, err
+	}
+	return span{data: true, end: min(max(h, pos+1), size)}, nil
+}
+
+func openRoots(src, dst string) (sr, dr *os.Root, err error) {
+	sr, err = os.OpenRoot(src)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open source tree: %w", err)
+	}
+	dr, err = os.OpenRoot(dst)
+	if err != nil {
+		sr.Close()
+		return nil, nil, fmt.Errorf("open destination tree: %w", err)
+	}
+	return sr, dr, nil
 }

@@ -56,10 +56,10 @@ func TestDiff(t *testing.T) {
 	if got, want := c.String(), "9 files changed: +new.png, +newdir/, +newdir/a, ~content.txt, ~link, ~mode.sh, ~size.txt, -old.txt, -olddir/"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
-	if err := Mirror(src, dst); err != nil {
+	if _, err := Replace(src, dst, Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	if c, err := Diff(src, dst); err != nil || c.Len() != 0 {
-		t.Errorf("Diff after Mirror = %+v, %v; want no changes", c, err)
+		t.Errorf("Diff after Replace = %+v, %v; want no changes", c, err)
 	}
 }

@@ -1,129 +1,345 @@
 // Package treecopy copies directory trees between the host and a sandbox's
-// workspace without ever following a symbolic link: links are copied as
-// links, and every write goes through an os.Root so that a link planted in
-// the destination cannot redirect it outside.
+// workspace without ever following a symbolic link, and without ever
+// writing more than a limit: links are copied as links, holes of sparse
+// files stay holes (SEEK_DATA/SEEK_HOLE), hard links stay links, and every
+// open is relative to a directory the copy opened itself, with O_NOFOLLOW,
+// so that a link planted in either tree cannot redirect it outside.
+//
+// Copy fills an empty directory. Replace is the read-back of a sandbox's
+// workspace: it copies the tree into a staging directory beside the
+// destination and swaps the two atomically (renameat2 RENAME_EXCHANGE), so
+// the destination is either the whole new tree or, on any error, left as it
+// was; never half.
 package treecopy
 
 import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
+	"slices"
+
+	"golang.org/x/sys/unix"
 )
 
-// Copy copies the tree at src into the existing directory dst, replacing
-// files of the same name. Regular files, directories and symbolic links are
-// copied with their permission bits; other file types are skipped.
-func Copy(src, dst string) error {
-	sr, dr, err := openRoots(src, dst)
-	if err != nil {
-		return err
-	}
-	defer sr.Close()
-	defer dr.Close()
-	return fs.WalkDir(sr.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if name == "." {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return copyOne(sr, dr, name, info)
-	})
+// Limits bound what a copy may write.
+type Limits struct {
+	// MaxBytes caps the data written: the data regions of regular files
+	// (holes are not data; a file hard-linked several times counts once)
+	// plus the targets of symbolic links. Zero means no cap.
+	MaxBytes int64
 }
 
-func copyOne(sr, dr *os.Root, name string, info fs.FileInfo) error {
-	mode := info.Mode()
-	if cur, err := dr.Lstat(name); err == nil && (cur.Mode().Type() != mode.Type() || mode.Type() == fs.ModeSymlink) {
-		if err := dr.RemoveAll(name); err != nil {
-			return fmt.Errorf("replace %s: %w", name, err)
-		}
+// ErrTooLarge is returned when a tree holds more data than Limits.MaxBytes.
+var ErrTooLarge = errors.New("tree exceeds its size limit")
+
+// maxDepth bounds the nesting of directories a copy descends into (each
+// level holds one open directory).
+const maxDepth = 256
+
+// Copy copies the tree at src into the existing, empty directory dst.
+// Regular files, directories and symbolic links are copied with their
+// permission bits; other file types (devices, sockets, pipes) are not
+// workspace content and are skipped. It returns ErrTooLarge (wrapped) when
+// src holds more than lim allows, having written at most the limit.
+func Copy(src, dst string, lim Limits) error {
+	sd, err := openDir(unix.AT_FDCWD, src)
+	if err != nil {
+		return fmt.Errorf("open source tree: %w", err)
 	}
-	switch mode.Type() {
-	case fs.ModeDir:
-		if err := dr.Mkdir(name, mode.Perm()); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("copy %s: %w", name, err)
-		}
-		return dr.Chmod(name, mode.Perm())
-	case fs.ModeSymlink:
-		target, err := sr.Readlink(name)
-		if err != nil {
-			return fmt.Errorf("copy %s: %w", name, err)
-		}
-		return dr.Symlink(target, name)
-	case 0:
-		in, err := sr.Open(name)
-		if err != nil {
-			return fmt.Errorf("copy %s: %w", name, err)
-		}
-		defer in.Close()
-		out, err := dr.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode.Perm())
-		if err != nil {
-			return fmt.Errorf("copy %s: %w", name, err)
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return fmt.Errorf("copy %s: %w", name, err)
-		}
-		if err := out.Close(); err != nil {
-			return fmt.Errorf("copy %s: %w", name, err)
-		}
-		return dr.Chmod(name, mode.Perm())
+	defer unix.Close(sd)
+	dd, err := openDir(unix.AT_FDCWD, dst)
+	if err != nil {
+		return fmt.Errorf("open destination tree: %w", err)
 	}
-	return nil // devices, sockets and pipes are not workspace content
+	defer unix.Close(dd)
+	c := &copier{lim: lim, dstRoot: dd, links: map[fileID]string{}}
+	return c.copyDir(sd, dd, "", 0)
 }
 
-// Mirror makes dst equal to src: Copy, then remove what dst has and src
-// does not.
-func Mirror(src, dst string) error {
-	if err := Copy(src, dst); err != nil {
-		return err
+type fileID struct{ dev, ino uint64 }
+
+type copier struct {
+	lim     Limits
+	written int64
+	dstRoot int
+	// links maps a source file with several links to the destination path
+	// of its first copy.
+	links map[fileID]string
+	buf   []byte
+}
+
+// charge counts n more bytes of data against the limit.
+func (c *copier) charge(n int64) error {
+	c.written += n
+	if c.lim.MaxBytes > 0 && c.written > c.lim.MaxBytes {
+		return fmt.Errorf("%w: more than %d bytes of data", ErrTooLarge, c.lim.MaxBytes)
 	}
-	sr, dr, err := openRoots(src, dst)
+	return nil
+}
+
+// copyDir copies the entries of the open source directory sd into the
+// open destination directory dd; rel is their path for errors.
+func (c *copier) copyDir(sd, dd int, rel string, depth int) error {
+	if depth >= maxDepth {
+		return fmt.Errorf("copy %s: directories nested deeper than %d levels", rel, maxDepth)
+	}
+	names, err := readNames(sd)
 	if err != nil {
-		return err
+		return fmt.Errorf("read directory %s: %w", orDot(rel), err)
 	}
-	defer sr.Close()
-	defer dr.Close()
-	var extra []string
-	err = fs.WalkDir(dr.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil || name == "." {
+	for _, name := range names {
+		if err := c.copyEntry(sd, dd, name, path.Join(rel, name), depth); err != nil {
 			return err
-		}
-		if _, err := sr.Lstat(name); errors.Is(err, fs.ErrNotExist) {
-			extra = append(extra, name)
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("compare trees: %w", err)
-	}
-	for _, name := range extra {
-		if err := dr.RemoveAll(filepath.FromSlash(name)); err != nil {
-			return fmt.Errorf("remove %s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-func openRoots(src, dst string) (sr, dr *os.Root, err error) {
-	sr, err = os.OpenRoot(src)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open source tree: %w", err)
+func (c *copier) copyEntry(sd, dd int, name, rel string, depth int) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(sd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // gone since the directory was read
+		}
+		return fmt.Errorf("copy %s: %w", rel, err)
 	}
-	dr, err = os.OpenRoot(dst)
-	if err != nil {
-		sr.Close()
-		return nil, nil, fmt.Errorf("open destination tree: %w", err)
+	perm := st.Mode & 0o777
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		child, err := openDir(sd, name)
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", rel, err)
+		}
+		defer unix.Close(child)
+		if err := unix.Mkdirat(dd, name, 0o700); err != nil {
+			return fmt.Errorf("copy %s: %w", rel, err)
+		}
+		out, err := openDir(dd, name)
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", rel, err)
+		}
+		defer unix.Close(out)
+		if err := c.copyDir(child, out, rel, depth+1); err != nil {
+			return err
+		}
+		if err := unix.Fchmod(out, perm); err != nil {
+			return fmt.Errorf("copy %s: %w", rel, err)
+		}
+		return nil
+	case unix.S_IFLNK:
+		target, err := readlinkat(sd, name)
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", rel, err)
+		}
+		if err := c.charge(int64(len(target))); err != nil {
+			return err
+		}
+		if err := unix.Symlinkat(target, dd, name); err != nil {
+			return fmt.Errorf("copy %s: %w", rel, err)
+		}
+		return nil
+	case unix.S_IFREG:
+		return c.copyFile(sd, dd, name, rel)
 	}
-	return sr, dr, nil
+	return nil // devices, sockets and pipes are not workspace content
+}
+
+// copyFile copies one regular file. It is opened O_NOFOLLOW|O_NONBLOCK
+// (a link or a pipe swapped in since the directory was read neither
+// redirects nor blocks the copy) and checked to be a regular file after
+// opening.
+func (c *copier) copyFile(sd, dd int, name, rel string) error {
+	fd, err := unix.Openat(sd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENOENT) {
+			return nil // no longer a regular file, or gone
+		}
+		return fmt.Errorf("copy %s: %w", rel, err)
+	}
+	in := os.NewFile(uintptr(fd), rel)
+	defer in.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("copy %s: %w", rel, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	id := fileID{dev: st.Dev, ino: st.Ino}
+	if st.Nlink > 1 {
+		if first, ok := c.links[id]; ok {
+			if err := unix.Linkat(c.dstRoot, first, dd, name, 0); err != nil {
+				return fmt.Errorf("copy %s (a link of %s): %w", rel, first, err)
+			}
+			return nil
+		}
+	}
+	ofd, err := unix.Openat(dd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", rel, err)
+	}
+	out := os.NewFile(uintptr(ofd), rel)
+	if err := c.copyData(in, out, st.Size); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s: %w", rel, err)
+	}
+	if err := unix.Fchmod(ofd, st.Mode&0o777); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s: %w", rel, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("copy %s: %w", rel, err)
+	}
+	if st.Nlink > 1 {
+		c.links[id] = rel
+	}
+	return nil
+}
+
+// copyData copies the data regions of in (size bytes long) to the same
+// offsets of the empty file out, and gives out the same size: holes stay
+// holes, and blocks of zeros inside data regions become holes too. Every
+// byte of a data region counts against the limit, before it is written.
+func (c *copier) copyData(in, out *os.File, size int64) error {
+	if c.buf == nil {
+		c.buf = make([]byte, 1<<20)
+	}
+	for off := int64(0); off < size; {
+		start, end, ok, err := nextData(in, off, size)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if err := c.charge(end - start); err != nil {
+			return err
+		}
+		for pos := start; pos < end; {
+			n, err := in.ReadAt(c.buf[:min(int64(len(c.buf)), end-pos)], pos)
+			if n > 0 {
+				if err := writeNonZero(out, c.buf[:n], pos); err != nil {
+					return err
+				}
+				pos += int64(n)
+			}
+			if err == io.EOF {
+				// The file shrank while it was copied: what was read is
+				// what there is.
+				end = pos
+				break
+			}
+			if err != nil {
+				return err
+			}
+		}
+		off = end
+	}
+	return out.Truncate(size)
+}
+
+// zeroBlock is the granularity at which runs of zeros are left as holes.
+const zeroBlock = 4096
+
+// writeNonZero writes p at off, skipping the zeroBlock-sized blocks (at
+// zeroBlock-aligned offsets) that are all zeros.
+func writeNonZero(out *os.File, p []byte, off int64) error {
+	for len(p) > 0 {
+		n := zeroBlock - int(off%zeroBlock)
+		n = min(n, len(p))
+		if !allZero(p[:n]) {
+			// Extend to the following non-zero blocks in one write.
+			m := n
+			for m < len(p) {
+				k := min(zeroBlock, len(p)-m)
+				if allZero(p[m : m+k]) {
+					break
+				}
+				m += k
+			}
+			n = m
+			if _, err := out.WriteAt(p[:n], off); err != nil {
+				return err
+			}
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
+func allZero(p []byte) bool {
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// nextData returns the first data region of f at or after off: [start,
+// end), with ok false when there is none before size. A file system
+// without SEEK_DATA is all data.
+func nextData(f *os.File, off, size int64) (start, end int64, ok bool, err error) {
+	start, err = f.Seek(off, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO):
+		return 0, 0, false, nil
+	case errors.Is(err, unix.EINVAL):
+		return off, size, true, nil
+	case err != nil:
+		return 0, 0, false, fmt.Errorf("seek data: %w", err)
+	}
+	if start >= size {
+		return 0, 0, false, nil
+	}
+	end, err = f.Seek(start, unix.SEEK_HOLE)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("seek hole: %w", err)
+	}
+	return start, min(end, size), true, nil
+}
+
+// openDir opens the directory name relative to dirfd without following a
+// link.
+func openDir(dirfd int, name string) (int, error) {
+	return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// readNames returns the names in the open directory fd, sorted; fd stays
+// open.
+func readNames(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	for n := 256; ; n *= 2 {
+		b := make([]byte, n)
+		k, err := unix.Readlinkat(dirfd, name, b)
+		if err != nil {
+			return "", err
+		}
+		if k < n {
+			return string(b[:k]), nil
+		}
+	}
+}
+
+func orDot(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
 }

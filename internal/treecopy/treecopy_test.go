@@ -3,6 +3,7 @@ package treecopy
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -35,7 +36,7 @@ func TestCopy(t *testing.T) {
 	if err := os.Chmod(filepath.Join(src, "a.txt"), 0o751); err != nil {
 		t.Fatal(err)
 	}
-	if err := Copy(src, dst); err != nil {
+	if err := Copy(src, dst, Limits{}); err != nil {
 		t.Fatalf("Copy() = %v", err)
 	}
 	if got := read(t, filepath.Join(dst, "d/e/f.txt")); got != "f" {
@@ -57,7 +58,7 @@ func TestNoSymlinkEscape(t *testing.T) {
 	write(t, filepath.Join(outside, "secret"), "host secret")
 	src, dst := t.TempDir(), t.TempDir()
 	// The step replaced a directory of the workspace with a link outside,
-	// then the copy back writes a file "through" it.
+	// then the read-back writes a file "through" it.
 	if err := os.Symlink(outside, filepath.Join(dst, "d")); err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +68,12 @@ func TestNoSymlinkEscape(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(src, "steal")); err != nil {
 		t.Fatal(err)
 	}
-	if err := Copy(src, dst); err != nil {
-		t.Fatalf("Copy() = %v", err)
+	// A link to a directory outside is not descended into.
+	if err := os.Symlink(outside, filepath.Join(src, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Replace(src, dst, Limits{}); err != nil {
+		t.Fatalf("Replace() = %v", err)
 	}
 	if got := read(t, filepath.Join(outside, "secret")); got != "host secret" {
 		t.Errorf("file outside the destination = %q: written through a link", got)
@@ -76,19 +81,28 @@ func TestNoSymlinkEscape(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(dst, "d")); err != nil || !fi.IsDir() {
 		t.Errorf("dst/d = %v, %v; want a real directory replacing the link", fi, err)
 	}
-	if fi, err := os.Lstat(filepath.Join(dst, "steal")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Errorf("dst/steal = %v, %v; want a symlink, not the host file's content", fi, err)
+	for _, name := range []string{"steal", "out"} {
+		if fi, err := os.Lstat(filepath.Join(dst, name)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("dst/%s = %v, %v; want a symlink, not what it points at", name, fi, err)
+		}
 	}
 }
 
-func TestMirror(t *testing.T) {
+func TestReplace(t *testing.T) {
 	src, dst := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(src, "keep"), "new")
 	write(t, filepath.Join(dst, "keep"), "old")
 	write(t, filepath.Join(dst, "gone/deep"), "x")
 	write(t, filepath.Join(dst, "gone.txt"), "x")
-	if err := Mirror(src, dst); err != nil {
-		t.Fatalf("Mirror() = %v", err)
+	if err := os.Chmod(dst, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Replace(src, dst, Limits{})
+	if err != nil {
+		t.Fatalf("Replace() = %v", err)
+	}
+	if got, want := c.String(), "3 files changed: ~keep, -gone/, -gone.txt"; got != want {
+		t.Errorf("Replace() changes = %q, want %q", got, want)
 	}
 	if got := read(t, filepath.Join(dst, "keep")); got != "new" {
 		t.Errorf("keep = %q, want new", got)
@@ -96,6 +110,27 @@ func TestMirror(t *testing.T) {
 	for _, name := range []string{"gone", "gone.txt"} {
 		if _, err := os.Lstat(filepath.Join(dst, name)); !os.IsNotExist(err) {
 			t.Errorf("%s still there (%v)", name, err)
+		}
+	}
+	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("dst mode = %v, %v; want 0750 kept", fi.Mode(), err)
+	}
+	assertNoStaging(t, dst)
+
+	// Into a destination that does not exist yet.
+	fresh := filepath.Join(t.TempDir(), "ws")
+	if c, err := Replace(src, fresh, Limits{}); err != nil || c.String() != "1 file changed: +keep" {
+		t.Errorf("Replace(into a missing dir) = %q, %v; want +keep", c.String(), err)
+	}
+}
+
+// assertNoStaging fails if a staging directory is left beside dst.
+func assertNoStaging(t *testing.T, dst string) {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Dir(dst))
+	for _, e := range ents {
+		if strings.Contains(e.Name(), stagingInfix) {
+			t.Errorf("staging directory left: %s", e.Name())
 		}
 	}
 }
