@@ -40,3 +40,16 @@ func Parse(s string) (int64, error) {
 	}
 	return int64(b), nil
 }
+
+// Format writes n bytes for people in the units Parse reads back: "512B",
+// "980KiB", "1GiB", "3.5GiB" (one decimal at most, so that Parse of the
+// result may differ from n by up to 5% of a unit).
+func Format(n int64) string {
+	names := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	v, i := float64(n), 0
+	for math.Abs(v) >= 1024 && i < len(names)-1 {
+		v /= 1024
+		i++
+	}
+	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) + names[i]
+}

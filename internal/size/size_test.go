@@ -28,3 +28,20 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestFormat(t *testing.T) {
+	for _, tt := range []struct {
+		in   int64
+		want string
+	}{
+		{0, "0B"}, {512, "512B"}, {64 << 10, "64KiB"}, {64 << 20, "64MiB"}, {1 << 30, "1GiB"}, {3<<30 + 1<<29, "3.5GiB"}, {64 << 30, "64GiB"},
+	} {
+		got := Format(tt.in)
+		if got != tt.want {
+			t.Errorf("Format(%d) = %q, want %q", tt.in, got, tt.want)
+		}
+		if back, err := Parse(got); err != nil || back != tt.in {
+			t.Errorf("Parse(Format(%d)) = %d, %v; want it back", tt.in, back, err)
+		}
+	}
+}
