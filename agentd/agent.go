@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/treecopy"
 )
 
 // Scheduler is what the agent needs of the scheduler's agent API (see
@@ -49,6 +51,11 @@ type AgentConfig struct {
 	// Degraded are reasons known before the probe that make the node
 	// degraded, such as an egress filter that could not be loaded.
 	Degraded []string
+	// MaxLimits are the largest step limits this node accepts (agentd
+	// serve --max-pids, --max-timeout, --max-workspace, --max-output),
+	// registered with the scheduler; an assignment past them fails with
+	// the limit named. Zero fields are cluster.MaxLimits'.
+	MaxLimits cluster.Limits
 }
 
 // DefaultAgentConfig returns the defaults of `agentd serve`.
@@ -58,6 +65,7 @@ func DefaultAgentConfig() AgentConfig {
 		Heartbeat:   2 * time.Second,
 		ProbeImage:  "rodon.local/base:latest",
 		PollWait:    30 * time.Second,
+		MaxLimits:   cluster.MaxLimits,
 	}
 }
 
@@ -73,8 +81,13 @@ type Agent struct {
 	logger  *slog.Logger
 	metrics *Metrics
 
-	mu     sync.Mutex
+	// probed is the health the capability probe found (and the reasons
+	// known before it); health adds what the disk checks find at each
+	// heartbeat. Both are set by Run's goroutine only.
+	probed cluster.Health
 	health cluster.Health
+
+	mu sync.Mutex
 	// steps are the attempts this agent runs, by step id.
 	steps map[cluster.StepID]*stepRun
 	// done holds attempts that ran here, so that none runs twice.
@@ -93,6 +106,10 @@ func NewAgent(cfg AgentConfig, rt *Runtime, sched Scheduler, logs *logstore.Stor
 		return nil, fmt.Errorf("agent config: heartbeat interval %v must be positive", cfg.Heartbeat)
 	case cfg.WorkspaceRoot == "":
 		return nil, errors.New("agent config: no workspace root")
+	}
+	cfg.MaxLimits = nodeMaxLimits(cfg.MaxLimits)
+	if err := cfg.MaxLimits.Check(cluster.MaxLimits); err != nil {
+		return nil, fmt.Errorf("agent config: node maximum %w", err)
 	}
 	return &Agent{
 		cfg:     cfg,
@@ -121,14 +138,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	} else if len(removed) > 0 {
 		a.logger.Info("removed sandbox networks left by an earlier agent", "removed", removed)
 	}
-	a.health = a.rt.Probe(ctx, a.cfg.ProbeImage)
+	if removed, err := treecopy.SweepStaging(a.cfg.WorkspaceRoot); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		a.logger.Warn("sweep workspace staging directories", "error", err)
+	} else if len(removed) > 0 {
+		a.logger.Info("removed workspace staging directories of read-backs an earlier agent did not finish", "removed", removed)
+	}
+	a.probed = a.rt.Probe(ctx, a.cfg.ProbeImage)
 	if len(a.cfg.Degraded) > 0 {
-		a.health = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(a.cfg.Degraded), a.health.Reasons...)}
+		a.probed = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(a.cfg.Degraded), a.probed.Reasons...)}
 	}
-	if a.health.State != cluster.NodeReady {
-		a.logger.Warn("node degraded", "reasons", a.health.Reasons)
-		a.metrics.degraded.Set(1)
-	}
+	a.checkHealth()
 	if err := a.register(ctx); err != nil {
 		return err
 	}
@@ -146,6 +165,7 @@ func (a *Agent) register(ctx context.Context) error {
 	req := cluster.RegisterNode{
 		Node: a.cfg.Node, Address: a.cfg.Address, Capacity: a.cfg.Capacity,
 		Labels: a.cfg.Labels, Health: a.health, MaxStarting: a.cfg.MaxStarting,
+		MaxLimits: a.cfg.MaxLimits,
 	}
 	for {
 		_, err := a.sched.Register(ctx, req)
@@ -162,6 +182,27 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 }
 
+// checkHealth sets the node's health: the probe's, degraded further by
+// each of its file systems (data directory, workspace store, output logs)
+// below its free space or inode threshold. It logs every change.
+func (a *Agent) checkHealth() {
+	h := a.probed
+	if disk := a.rt.DiskReasons(a.cfg.WorkspaceRoot, a.logs.Dir()); len(disk) > 0 {
+		h = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(h.Reasons), disk...)}
+	}
+	if h.State == a.health.State && slices.Equal(h.Reasons, a.health.Reasons) {
+		return
+	}
+	a.health = h
+	if h.State != cluster.NodeReady {
+		a.logger.Warn("node degraded", "reasons", h.Reasons)
+		a.metrics.degraded.Set(1)
+	} else {
+		a.logger.Info("node ready")
+		a.metrics.degraded.Set(0)
+	}
+}
+
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(a.cfg.Heartbeat)
 	defer t.Stop()
@@ -171,6 +212,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		a.checkHealth()
 		res, err := a.sched.Heartbeat(ctx, cluster.Heartbeat{Node: a.cfg.Node, Health: a.health, Running: a.running()})
 		if err != nil {
 			if ctx.Err() == nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/bundles"
 	"github.com/rodon-compute/rodon/cluster"
-	"github.com/rodon-compute/rodon/internal/treecopy"
 	"github.com/rodon-compute/rodon/oci"
 )
 
@@ -24,6 +23,10 @@ type stepRun struct {
 	id      cluster.StepID
 	attempt int
 	spec    cluster.StepSpec
+	// limits are the limits in force (the spec's, defaults for zeros);
+	// limitsErr says why the node refuses them.
+	limits    cluster.Limits
+	limitsErr error
 
 	// started is closed once the step's process runs (sb is set then).
 	started chan struct{}
@@ -36,7 +39,9 @@ type stepRun struct {
 }
 
 func newStepRun(a *Agent, st cluster.Step) *stepRun {
-	return &stepRun{a: a, id: st.ID, attempt: st.Attempts, spec: st.Spec, stop: make(chan struct{}), started: make(chan struct{})}
+	r := &stepRun{a: a, id: st.ID, attempt: st.Attempts, spec: st.Spec, stop: make(chan struct{}), started: make(chan struct{})}
+	r.limits, r.limitsErr = stepLimits(st.Spec, a.cfg.MaxLimits)
+	return r
 }
 
 func (r *stepRun) signal(why cluster.TerminatedBy, abandon bool) {
@@ -67,7 +72,7 @@ func (r *stepRun) run(ctx context.Context) {
 	defer r.a.metrics.running.Dec()
 	logger := r.a.logger.With("step", r.id, "attempt", r.attempt)
 	r.a.logs.Remove(r.id) // an earlier attempt's log on this node
-	lg, err := r.a.logs.Create(r.id)
+	lg, err := r.a.logs.CreateLimited(r.id, min(r.limits.OutputBytes, r.a.cfg.MaxLimits.OutputBytes))
 	if err != nil {
 		r.finish(ctx, nil, nil, failedRecord(r.id, fmt.Errorf("create output log: %w", err)))
 		return
@@ -109,8 +114,14 @@ func (r *stepRun) run(ctx context.Context) {
 		rec = failedRecord(r.id, fmt.Errorf("wait for the step: %w", err))
 		rec.TerminatedBy = cluster.ByPlatform
 	}
-	if rec.State != cluster.StateFailed && st.Workspace != "" {
-		r.copyBack(ctx, lg, sb.wsDir, st.Workspace)
+	// Nothing of the sandbox runs from here: what the workspace holds is
+	// final, and the exit (and a cancel's confirmation) is reported only
+	// after it was read back.
+	if err := sb.Quiesce(context.WithoutCancel(ctx)); err != nil {
+		logger.Warn("stop sandbox after the step", "error", err)
+		rec.Reason = joinReason(rec.Reason, "the sandbox could not be stopped after the step, so its workspace was not copied back: "+err.Error())
+	} else if rec.State != cluster.StateFailed && st.Workspace != "" {
+		r.copyBack(ctx, lg, sb)
 	}
 	r.finish(ctx, lg, sb, rec)
 }
@@ -119,8 +130,12 @@ func (r *stepRun) run(ctx context.Context) {
 func (r *stepRun) step() (Step, error) {
 	st := Step{
 		ID: r.id, Image: bundles.Ref(r.spec.Image), Args: r.spec.Args, Env: r.spec.Env,
-		Limits:  oci.Limits{CPU: r.spec.CPU, MemoryBytes: r.spec.MemoryBytes, Pids: r.spec.Pids},
-		Timeout: r.spec.Timeout, Attempt: r.attempt, NoInternet: r.spec.NoInternet, TTY: r.spec.TTY,
+		Limits:         oci.Limits{CPU: r.spec.CPU, MemoryBytes: r.spec.MemoryBytes, Pids: r.limits.Pids},
+		WorkspaceBytes: r.limits.WorkspaceBytes,
+		Timeout:        r.limits.Timeout, Attempt: r.attempt, NoInternet: r.spec.NoInternet, TTY: r.spec.TTY,
+	}
+	if r.limitsErr != nil {
+		return st, r.limitsErr
 	}
 	if r.spec.EnvError != "" {
 		return st, fmt.Errorf("environment: %s", r.spec.EnvError)
@@ -193,7 +208,7 @@ func (r *stepRun) watchDenied(ctx context.Context, lg *logstore.Log, sb *Sandbox
 // wait waits for the step's exit, ending it at its timeout or when it is
 // cancelled or abandoned.
 func (r *stepRun) wait(ctx context.Context, sb *Sandbox) (cluster.ExitRecord, error) {
-	return sb.Supervise(ctx, r.spec.Timeout, r.stop, func() cluster.TerminatedBy {
+	return sb.Supervise(ctx, r.limits.Timeout, r.stop, func() cluster.TerminatedBy {
 		why, _ := r.stopped()
 		return why
 	})
@@ -287,14 +302,11 @@ func (r *stepRun) sandbox() *Sandbox {
 	return r.sb
 }
 
-// copyBack makes the workspace what the step left in its copy, and records
-// which files changed as a step event.
-func (r *stepRun) copyBack(ctx context.Context, lg *logstore.Log, from, to string) {
+// copyBack makes the workspace what the step left in its copy (see
+// Sandbox.ReadBack), and records which files changed as a step event.
+func (r *stepRun) copyBack(ctx context.Context, lg *logstore.Log, sb *Sandbox) {
 	var ev cluster.Event
-	changes, err := treecopy.Diff(from, to)
-	if err == nil {
-		err = treecopy.Mirror(from, to)
-	}
+	changes, err := sb.ReadBack()
 	if err != nil {
 		r.a.logger.Warn("copy workspace back", "step", r.id, "error", err)
 		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventWarning, Message: "workspace not copied back: " + err.Error()}

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
-	"github.com/rodon-compute/rodon/internal/treecopy"
 )
 
 // Run runs one step from start to cleanup: Create, Start, Wait (ending the
-// step at its timeout), copying the workspace back, and Destroy. Cancelling
+// step at its timeout), Quiesce (nothing of the sandbox runs any more),
+// ReadBack of the workspace, and Destroy. Cancelling
 // ctx cancels the step (terminated_by=user); Run still waits for the exit
 // that containerd reports and for cleanup before it returns.
 //
@@ -30,7 +30,7 @@ func (r *Runtime) RunWithEvents(ctx context.Context, st Step, stdout, stderr io.
 	queued := time.Now().UTC()
 	sb, err := r.Create(ctx, st)
 	if err != nil {
-		if errors.Is(err, ErrNoImage) || errors.Is(err, errInvalid) {
+		if errors.Is(err, ErrNoImage) || errors.Is(err, errInvalid) || errors.Is(err, ErrWorkspaceTooLarge) || errors.Is(err, ErrLowDisk) {
 			return failed(st.ID, queued, err), nil
 		}
 		return cluster.ExitRecord{}, err
@@ -48,8 +48,10 @@ func (r *Runtime) RunWithEvents(ctx context.Context, st Step, stdout, stderr io.
 			onEvent(d.event)
 		}
 	}
-	if runErr == nil && st.Workspace != "" && rec.State != cluster.StateFailed {
-		if err := treecopy.Mirror(sb.wsDir, st.Workspace); err != nil {
+	if err := sb.Quiesce(cleanupCtx); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("stop sandbox after the step: %w", err))
+	} else if runErr == nil && rec.State != cluster.StateFailed {
+		if _, err := sb.ReadBack(); err != nil {
 			runErr = fmt.Errorf("copy workspace back: %w", err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -76,20 +77,28 @@ type RuntimeConfig struct {
 	// Without it every sandbox has loopback only. The runtime does not
 	// close it.
 	Network *netpolicy.Egress
+	// MinFreeDisk and MinFreeInodes are the floors of free space and
+	// inodes on the node's file systems: a workspace that would take the
+	// data directory below them is refused, a read-back that would take
+	// the workspace store below them is not done, and the agent reports
+	// the node degraded while one is below them.
+	MinFreeDisk, MinFreeInodes Threshold
 }
 
 // DefaultRuntimeConfig returns the configuration used on a standard install
 // (scripts/install-deps).
 func DefaultRuntimeConfig() RuntimeConfig {
 	return RuntimeConfig{
-		Address:      "/run/rodon/containerd/containerd.sock",
-		Namespace:    "rodon",
-		RuntimeType:  "io.containerd.rodon.v1",
-		DataDir:      "/var/lib/rodon/agentd",
-		CgroupParent: "/rodon",
-		PauseBinary:  "/opt/rodon/bin/rodon-pause",
-		KillGrace:    10 * time.Second,
-		TimeoutGrace: 500 * time.Millisecond,
+		Address:       "/run/rodon/containerd/containerd.sock",
+		Namespace:     "rodon",
+		RuntimeType:   "io.containerd.rodon.v1",
+		DataDir:       "/var/lib/rodon/agentd",
+		CgroupParent:  "/rodon",
+		PauseBinary:   "/opt/rodon/bin/rodon-pause",
+		KillGrace:     10 * time.Second,
+		TimeoutGrace:  500 * time.Millisecond,
+		MinFreeDisk:   DefaultMinFreeDisk,
+		MinFreeInodes: DefaultMinFreeInodes,
 	}
 }
 
@@ -100,6 +109,39 @@ type Runtime struct {
 	client *containerd.Client
 	logger *slog.Logger
 	owner  string
+
+	mu sync.Mutex
+	// images are the mounted workspace images, with their quotas.
+	images map[string]int64
+	// wsLocks serialize the copies into and out of each host workspace.
+	wsLocks map[string]*wsLock
+}
+
+type wsLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lockWorkspace serializes copies of the host workspace dir: a step's
+// read-back never swaps a tree another step is being copied from.
+func (r *Runtime) lockWorkspace(dir string) (unlock func()) {
+	r.mu.Lock()
+	l := r.wsLocks[dir]
+	if l == nil {
+		l = &wsLock{}
+		r.wsLocks[dir] = l
+	}
+	l.users++
+	r.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		r.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(r.wsLocks, dir)
+		}
+		r.mu.Unlock()
+	}
 }
 
 // NewRuntime connects to containerd. It starts no goroutine; Close releases
@@ -142,10 +184,12 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig, logger *slog.Logger) (*R
 		return nil, err
 	}
 	return &Runtime{
-		cfg:    cfg,
-		client: client,
-		logger: logger.With("component", "runtime"),
-		owner:  owner,
+		cfg:     cfg,
+		client:  client,
+		logger:  logger.With("component", "runtime"),
+		owner:   owner,
+		images:  map[string]int64{},
+		wsLocks: map[string]*wsLock{},
 	}, nil
 }
 

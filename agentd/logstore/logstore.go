@@ -151,6 +151,9 @@ func (s *Store) newStepLog(id cluster.StepID) *stepLog {
 	return &stepLog{id: id, logPath: base + logSuffix, idxPath: base + idxSuffix}
 }
 
+// Dir returns the store's directory.
+func (s *Store) Dir() string { return s.cfg.Dir }
+
 // validateID keeps step IDs usable as file names.
 func validateID(id cluster.StepID) error {
 	if len(id) == 0 || len(id) > 128 || id[0] == '.' || id[0] == '-' {
