@@ -218,12 +218,24 @@ func (r *stepRun) wait(ctx context.Context, sb *Sandbox) (cluster.ExitRecord, er
 // scheduler abandoned the attempt), confirms a cancel, and destroys the
 // sandbox.
 func (r *stepRun) finish(ctx context.Context, lg *logstore.Log, sb *Sandbox, rec cluster.ExitRecord) {
+	why, abandoned := r.stopped()
 	if lg != nil {
+		// The output held back (the tail past the output cap) goes into
+		// the log first, and the scheduler hears how much was dropped
+		// before it hears of the exit.
+		ev, truncated, err := lg.Finish()
+		if err != nil {
+			r.a.logger.Warn("append held-back output", "step", r.id, "error", err)
+		}
+		if truncated && !abandoned {
+			r.report(ctx, "events", func(ctx context.Context) error {
+				return r.a.sched.StepEvents(ctx, cluster.StepEvents{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, Events: []cluster.Event{ev}})
+			})
+		}
 		if err := lg.Exit(rec); err != nil {
 			r.a.logger.Warn("record exit in output log", "step", r.id, "error", err)
 		}
 	}
-	why, abandoned := r.stopped()
 	r.a.metrics.steps.WithLabelValues(string(rec.State), string(rec.TerminatedBy)).Inc()
 	if !abandoned {
 		r.report(ctx, "exit", func(ctx context.Context) error {

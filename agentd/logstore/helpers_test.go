@@ -29,11 +29,16 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// newTestStore returns a store in a directory of the test's own.
+// newTestStore returns a store in a directory of the test's own. Unless
+// edit says otherwise, every write is a frame of its own (no coalescing)
+// and the output cap is far beyond what any test writes, so that tests of
+// framing see exactly the frames they wrote.
 func newTestStore(t testing.TB, edit func(*Config)) *Store {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Dir = t.TempDir()
+	cfg.FlushDelay = 0
+	cfg.OutputBytes = 1 << 40
 	if edit != nil {
 		edit(&cfg)
 	}

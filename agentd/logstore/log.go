@@ -10,12 +10,26 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/size"
 )
 
 // Log is the writing end of one step's log. Its methods may be called from
 // different goroutines (the runtime copies stdout and stderr in two); the
 // log serializes them and numbers frames in the order they are appended.
-// A write goes to disk before it returns and never waits for readers.
+// A write never waits for readers.
+//
+// Output is coalesced: bytes written to Stdout or Stderr wait up to
+// Config.FlushDelay (or until a frame's worth, Config.MaxFrameData, is
+// there) and become one frame, so that a step printing one byte at a time
+// costs a frame per FlushDelay, not a frame per byte. Output of one stream
+// is appended before a later write of the other, and before an event.
+//
+// Output is capped: the log keeps the first half of its cap as it comes
+// and, past that, holds the output back in tail segments on disk that keep
+// the last half; at the end (Finish, Exit or Close) the held-back tail is
+// appended after an output_truncated event that says how many bytes were
+// dropped between the two (if any were). So a step may print forever:
+// the log never holds more than its cap of output.
 //
 // The owner ends the log with Exit once the runtime has reported the
 // step's exit, or, when no exit record can be given (the agent is stopping
@@ -25,15 +39,38 @@ type Log struct {
 	l      *stepLog
 	stdout *outputWriter
 	stderr *outputWriter
+	store  *Store
+
+	// Guarded by l.mu:
+
+	// cap is the output kept, head is the part of it kept as it comes,
+	// kept the output bytes appended so far.
+	cap, head, kept int64
+	// tail holds the output past the head, once there is some; tailDone
+	// is set once Finish appended it. Output after that is appended while
+	// the cap has room and dropped (counted in late) past it.
+	tail     *tail
+	tailDone bool
+	late     int64
 }
 
-// Create returns the Log of step id, creating its files. If the store has
-// an unfinished log of id that no Log holds (left by Close or by an agent
-// that stopped), Create continues it after its last frame. It returns
-// ErrExists if the log is finished or held by another Log.
+// Create returns the Log of step id, creating its files, with the store's
+// default output cap (Config.OutputBytes). If the store has an unfinished
+// log of id that no Log holds (left by Close or by an agent that stopped),
+// Create continues it after its last frame. It returns ErrExists if the log
+// is finished or held by another Log.
 func (s *Store) Create(id cluster.StepID) (*Log, error) {
+	return s.CreateLimited(id, s.cfg.OutputBytes)
+}
+
+// CreateLimited is Create for a log that keeps at most outputBytes of the
+// step's output (at least MinOutputBytes).
+func (s *Store) CreateLimited(id cluster.StepID, outputBytes int64) (*Log, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
+	}
+	if outputBytes < MinOutputBytes {
+		return nil, fmt.Errorf("output cap of step %s: %d bytes, want at least %d", id, outputBytes, MinOutputBytes)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -52,9 +89,13 @@ func (s *Store) Create(id cluster.StepID) (*Log, error) {
 	if err := l.openForAppendLocked(!known); err != nil {
 		return nil, err
 	}
-	lg := &Log{l: l}
+	lg := &Log{l: l, store: s, cap: outputBytes, head: outputBytes / 2}
+	// A log continued counts what it holds already against its cap, as
+	// if all of it were output.
+	lg.kept = l.size
 	lg.stdout = &outputWriter{lg: lg, kind: api.KindStdout, max: s.cfg.MaxFrameData}
 	lg.stderr = &outputWriter{lg: lg, kind: api.KindStderr, max: s.cfg.MaxFrameData}
+	lg.stdout.other, lg.stderr.other = lg.stderr, lg.stdout
 	l.writer = lg
 	l.err = nil
 	l.idleSince = time.Now().UTC()
@@ -62,14 +103,8 @@ func (s *Store) Create(id cluster.StepID) (*Log, error) {
 	return lg, nil
 }
 
-// CreateLimited is Create for a log that keeps at most outputBytes of the
-// step's output.
-func (s *Store) CreateLimited(id cluster.StepID, outputBytes int64) (*Log, error) {
-	return s.Create(id)
-}
-
 // Stdout returns the writer of the step's stdout, to be passed to the
-// runtime. Each Write appends one or more stdout frames.
+// runtime.
 func (lg *Log) Stdout() io.Writer { return lg.stdout }
 
 // Stderr returns the writer of the step's stderr.
@@ -90,21 +125,53 @@ func (lg *Log) writableLocked() error {
 	return l.err
 }
 
-// Event appends an event frame.
+// Event appends an event frame, after the output written before it.
 func (lg *Log) Event(e cluster.Event) error {
-	ev := api.Event(e)
 	lg.l.mu.Lock()
 	defer lg.l.mu.Unlock()
 	if err := lg.writableLocked(); err != nil {
 		return err
 	}
+	if err := lg.flushOutputLocked(false); err != nil {
+		return err
+	}
+	return lg.eventLocked(e)
+}
+
+func (lg *Log) eventLocked(e cluster.Event) error {
+	ev := api.Event(e)
 	return lg.l.appendLocked(func(dst []byte, seq int64, t time.Time) []byte {
 		return appendJSON(dst, api.NewEventFrame(seq, ev, t))
 	})
 }
 
+// Finish appends what the log holds back (the output waiting to be
+// coalesced, and the tail past the head) and returns the output_truncated
+// event it appended before the tail, if output was dropped, so that the
+// owner can report it. Exit and Close call it; after it, output is still
+// taken (and capped) until Exit.
+func (lg *Log) Finish() (cluster.Event, bool, error) {
+	lg.l.mu.Lock()
+	defer lg.l.mu.Unlock()
+	if err := lg.writableLocked(); err != nil {
+		return cluster.Event{}, false, err
+	}
+	return lg.finishLocked()
+}
+
+func (lg *Log) finishLocked() (cluster.Event, bool, error) {
+	if err := lg.flushOutputLocked(true); err != nil {
+		return cluster.Event{}, false, err
+	}
+	if lg.tail == nil || lg.tailDone {
+		return cluster.Event{}, false, nil
+	}
+	lg.tailDone = true
+	return lg.appendTailLocked()
+}
+
 // Exit appends the exit frame carrying rec and ends the log: output held
-// back by the writers is flushed first, and every later write fails with
+// back is appended first (Finish), and every later write fails with
 // ErrFinished. Followers end after the exit frame.
 func (lg *Log) Exit(rec cluster.ExitRecord) error {
 	x := exitData(rec)
@@ -114,10 +181,8 @@ func (lg *Log) Exit(rec cluster.ExitRecord) error {
 	if err := lg.writableLocked(); err != nil {
 		return err
 	}
-	for _, w := range []*outputWriter{lg.stdout, lg.stderr} {
-		if err := w.flushLocked(); err != nil {
-			return err
-		}
+	if _, _, err := lg.finishLocked(); err != nil {
+		return err
 	}
 	err := l.appendLocked(func(dst []byte, seq int64, t time.Time) []byte {
 		return appendJSON(dst, api.NewExitFrame(seq, x, t))
@@ -127,11 +192,14 @@ func (lg *Log) Exit(rec cluster.ExitRecord) error {
 	}
 	l.finished = true
 	l.writer = nil
+	lg.stopTimersLocked()
+	lg.tail.remove()
+	lg.store.kick()
 	return l.closeFilesLocked()
 }
 
-// Close releases the Log without ending the log (see Log). Output held back
-// by the writers is flushed. Close after Exit does nothing.
+// Close releases the Log without ending the log (see Log). Output held
+// back is appended first. Close after Exit does nothing.
 func (lg *Log) Close() error {
 	l := lg.l
 	l.mu.Lock()
@@ -141,12 +209,88 @@ func (lg *Log) Close() error {
 	}
 	var errs []error
 	if l.err == nil && !l.removed {
-		errs = append(errs, lg.stdout.flushLocked(), lg.stderr.flushLocked())
+		_, _, err := lg.finishLocked()
+		errs = append(errs, err)
 	}
 	l.writer = nil
 	l.idleSince = time.Now().UTC()
+	lg.stopTimersLocked()
+	lg.tail.remove()
 	errs = append(errs, l.closeFilesLocked())
 	return errors.Join(errs...)
+}
+
+func (lg *Log) stopTimersLocked() {
+	for _, w := range []*outputWriter{lg.stdout, lg.stderr} {
+		if w.timer != nil {
+			w.timer.Stop()
+			w.timer = nil
+		}
+	}
+}
+
+// flushOutputLocked appends the output both writers hold; all of it with
+// complete set, else all but an unfinished UTF-8 sequence at the end.
+func (lg *Log) flushOutputLocked(complete bool) error {
+	for _, w := range []*outputWriter{lg.stdout, lg.stderr} {
+		if err := w.flushLocked(complete); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// outputLocked takes one chunk of output, at most a frame, into the log:
+// as a frame while the head has room, into the tail past it.
+func (lg *Log) outputLocked(kind api.FrameKind, chunk []byte) error {
+	if lg.tailDone {
+		n := int(min(int64(len(chunk)), max(lg.cap-lg.kept, 0)))
+		lg.late += int64(len(chunk) - n)
+		if n == 0 {
+			return nil
+		}
+		return lg.frameLocked(kind, chunk[:n])
+	}
+	if room := lg.head - lg.kept; lg.tail == nil && room > 0 {
+		n := len(chunk)
+		if int64(n) > room {
+			n = cut(chunk, int(room))
+		}
+		if err := lg.frameLocked(kind, chunk[:n]); err != nil {
+			return err
+		}
+		chunk = chunk[n:]
+	}
+	if len(chunk) == 0 {
+		return nil
+	}
+	if lg.tail == nil {
+		t, err := lg.store.newTail(lg.l.id, lg.cap-lg.head)
+		if err != nil {
+			return lg.l.failLocked(err)
+		}
+		lg.tail = t
+		err = lg.eventLocked(cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventWarning,
+			Message: fmt.Sprintf("output past the first %s is held back until the step ends: its last %s will be kept and what comes before them dropped (output cap %s)",
+				size.Format(lg.kept), size.Format(lg.cap-lg.head), size.Format(lg.cap))})
+		if err != nil {
+			return err
+		}
+	}
+	if err := lg.tail.add(kind, chunk); err != nil {
+		return lg.l.failLocked(err)
+	}
+	return nil
+}
+
+func (lg *Log) frameLocked(kind api.FrameKind, chunk []byte) error {
+	err := lg.l.appendLocked(func(dst []byte, seq int64, t time.Time) []byte {
+		return api.AppendOutputFrame(dst, seq, kind, chunk, t)
+	})
+	if err == nil {
+		lg.kept += int64(len(chunk))
+	}
+	return err
 }
 
 func appendJSON(dst []byte, v any) []byte {
@@ -176,17 +320,21 @@ func exitData(rec cluster.ExitRecord) api.Exit {
 }
 
 // outputWriter turns writes to one of a step's output streams into frames
-// of at most max bytes. It never splits a UTF-8 sequence when it can help
-// it: a chunk is cut at a character boundary, and a write that ends inside
-// a character holds those bytes back until the next write (or Exit or
-// Close) completes them, so that text frames stay text.
+// of at most max bytes, coalescing small writes for up to the store's
+// FlushDelay. It never splits a UTF-8 sequence when it can help it: a
+// chunk is cut at a character boundary, and an incomplete sequence at the
+// end of what it holds waits for the next write (or Exit or Close) to
+// complete it, so that text frames stay text.
 type outputWriter struct {
-	lg   *Log
-	kind api.FrameKind
-	max  int
-	// pending (guarded by lg.l.mu) is an incomplete UTF-8 sequence held
-	// back from the last write.
+	lg    *Log
+	kind  api.FrameKind
+	max   int
+	other *outputWriter
+
+	// Guarded by lg.l.mu: pending is the output not yet appended; timer
+	// appends it FlushDelay after it began.
 	pending []byte
+	timer   *time.Timer
 }
 
 func (w *outputWriter) Write(p []byte) (int, error) {
@@ -196,44 +344,89 @@ func (w *outputWriter) Write(p []byte) (int, error) {
 	if err := w.lg.writableLocked(); err != nil {
 		return 0, err
 	}
-	buf, held := p, len(w.pending)
-	if held > 0 {
-		buf = append(w.pending, p...)
-		w.pending = nil
-	}
-	for len(buf) > 0 {
-		n := len(buf)
-		if n > w.max {
-			n = cut(buf, w.max)
-		} else if k := incompleteTail(buf); k > 0 && utf8.Valid(buf[:n-k]) {
-			w.pending = append([]byte(nil), buf[n-k:]...)
-			n -= k
-			if n == 0 {
-				break
-			}
+	if len(w.other.pending) > 0 {
+		// The other stream's output came first.
+		if err := w.other.flushLocked(false); err != nil {
+			return 0, err
 		}
-		chunk := buf[:n]
-		err := l.appendLocked(func(dst []byte, seq int64, t time.Time) []byte {
-			return api.AppendOutputFrame(dst, seq, w.kind, chunk, t)
-		})
-		if err != nil {
-			return max(0, len(p)-len(buf)), err
+	}
+	// Whole frames go now, straight from p when nothing is pending; the
+	// rest waits for more or for the timer.
+	buf := p
+	if len(w.pending) > 0 {
+		w.pending = append(w.pending, p...)
+		buf = w.pending
+	}
+	for len(buf) >= w.max {
+		n := w.max
+		if len(buf) > w.max {
+			n = cut(buf, w.max)
+		}
+		if err := w.lg.outputLocked(w.kind, buf[:n]); err != nil {
+			w.pending = w.pending[:0]
+			return 0, err
 		}
 		buf = buf[n:]
+	}
+	if cap(w.pending) > 2*w.max {
+		w.pending = nil // a long write's buffer is not kept
+	}
+	if len(buf) > cap(w.pending) {
+		w.pending = append(make([]byte, 0, w.max), buf...)
+	} else {
+		// copy, not append: buf may be the end of w.pending itself.
+		w.pending = w.pending[:len(buf)]
+		copy(w.pending, buf)
+	}
+	if len(w.pending) == 0 {
+		return len(p), nil
+	}
+	delay := w.lg.store.cfg.FlushDelay
+	if delay <= 0 {
+		return len(p), w.flushLocked(false)
+	}
+	if w.timer == nil {
+		w.timer = time.AfterFunc(delay, w.flushOnTimer)
 	}
 	return len(p), nil
 }
 
-// flushLocked appends the bytes held back, if any.
-func (w *outputWriter) flushLocked() error {
-	if len(w.pending) == 0 {
-		return nil
+func (w *outputWriter) flushOnTimer() {
+	l := w.lg.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w.timer = nil
+	if w.lg.writableLocked() != nil {
+		return
 	}
-	chunk := w.pending
-	w.pending = nil
-	return w.lg.l.appendLocked(func(dst []byte, seq int64, t time.Time) []byte {
-		return api.AppendOutputFrame(dst, seq, w.kind, chunk, t)
-	})
+	if err := w.flushLocked(false); err != nil {
+		w.lg.store.logger.Warn("append output", "step", l.id, "error", err)
+	}
+}
+
+// flushLocked appends the pending output: all of it with complete set, else
+// all but an incomplete UTF-8 sequence at its end, which stays pending.
+func (w *outputWriter) flushLocked(complete bool) error {
+	n := len(w.pending)
+	if !complete {
+		if k := incompleteTail(w.pending); k > 0 && utf8.Valid(w.pending[:n-k]) {
+			n -= k
+		}
+	}
+	for buf := w.pending[:n]; len(buf) > 0; {
+		m := len(buf)
+		if m > w.max {
+			m = cut(buf, w.max)
+		}
+		if err := w.lg.outputLocked(w.kind, buf[:m]); err != nil {
+			w.pending = w.pending[:0]
+			return err
+		}
+		buf = buf[m:]
+	}
+	k := copy(w.pending, w.pending[n:])
+	w.pending = w.pending[:k]
+	return nil
 }
 
 // cut returns where to split b, longer than max: at max, or up to three

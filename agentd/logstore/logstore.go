@@ -11,13 +11,21 @@
 // step prints. Followers wait on a channel that the writer closes when it
 // appends, not on a timer.
 //
-// Call order: New, then Run in a goroutine of its own for retention (the
-// janitor removes a finished log Config.Retention after its exit frame).
-// For each step, Create returns the Log that the step's output path writes:
-// its Stdout and Stderr writers go to the runtime, Event appends lifecycle
-// events, and Exit appends the exit record and ends the log. Open returns a
-// Reader from any frame on. Logs left by an earlier agent are found again
-// by New.
+// Everything is bounded: small writes are coalesced into frames (at most
+// Config.FlushDelay late), a log keeps at most its output cap (the head as
+// it comes, the tail held back in <step>.tail0 and .tail1 until the end,
+// and an output_truncated event saying what was dropped between them; see
+// Log), and all logs together stay under Config.Budget.
+//
+// Call order: New, then Run in a goroutine of its own for retention and
+// the budget (the janitor removes a finished log Config.Retention after its
+// exit frame, and the longest idle ones while the store is over its
+// budget). For each step, Create or CreateLimited returns the Log that the
+// step's output path writes: its Stdout and Stderr writers go to the
+// runtime, Event appends lifecycle events, Finish appends the held-back
+// output, and Exit appends the exit record and ends the log. Open returns
+// a Reader from any frame on. Logs left by an earlier agent are found
+// again by New.
 package logstore
 
 import (
@@ -66,29 +74,74 @@ type Config struct {
 	// MaxFrameData caps the output bytes in one frame; longer writes are
 	// split.
 	MaxFrameData int
+	// FlushDelay is how long output may wait to be coalesced with more
+	// into one frame; zero appends every write at once (a frame per write,
+	// which costs about 100 bytes of frame per write).
+	FlushDelay time.Duration
+	// OutputBytes is the output cap of a log made by Create (CreateLimited
+	// takes the step's own): the log keeps its first and last halves.
+	OutputBytes int64
+	// Budget caps the disk all logs take together: past it, finished logs
+	// (and logs no agent writes any more) are removed oldest first, before
+	// their retention ends. Logs being written are bounded by their caps.
+	Budget int64
 }
 
 // DefaultConfig returns the configuration of a standard install.
 func DefaultConfig() Config {
 	return Config{
 		Dir:           "/var/lib/rodon/agentd/logs",
-		Retention:     24 * time.Hour,
+		Retention:     DefaultRetention,
 		SweepInterval: time.Minute,
 		MaxFrameData:  32 << 10,
+		FlushDelay:    DefaultFlushDelay,
+		OutputBytes:   cluster.DefaultLimits.OutputBytes,
+		Budget:        DefaultBudget,
 	}
 }
 
+// Defaults of a standard install (agentd serve --log-retention,
+// --log-budget).
+const (
+	// DefaultRetention is SPEC's: step output stays on the node 7 days.
+	DefaultRetention = 7 * 24 * time.Hour
+	// DefaultBudget is the disk all of a node's logs may take: 160 logs of
+	// the default output cap (64 MiB), with room for the frames'
+	// encoding.
+	DefaultBudget = 16 << 30
+	// DefaultFlushDelay keeps coalescing below what a person watching a
+	// stream notices.
+	DefaultFlushDelay = 25 * time.Millisecond
+	// MaxFlushDelay bounds Config.FlushDelay.
+	MaxFlushDelay = time.Second
+)
+
 // minFrameData keeps room for splitting at a UTF-8 boundary.
 const minFrameData = 64
+
+// MinOutputBytes is the smallest output cap of a log (cluster.MinLimits').
+var MinOutputBytes = cluster.MinLimits.OutputBytes
 
 // Store is a directory of step output logs. It is safe for concurrent use.
 type Store struct {
 	cfg    Config
 	logger *slog.Logger
 
+	// kickc asks Run for a sweep now (a log finished: the budget may be
+	// exceeded).
+	kickc chan struct{}
+
 	// mu guards logs. Lock order: Store.mu, then stepLog.mu.
 	mu   sync.Mutex
 	logs map[cluster.StepID]*stepLog
+}
+
+// kick asks Run for a sweep soon, without waiting.
+func (s *Store) kick() {
+	select {
+	case s.kickc <- struct{}{}:
+	default:
+	}
 }
 
 // New opens the store in cfg.Dir, creating the directory if needed, and
@@ -103,6 +156,12 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("log store config: sweep interval %v: must be positive", cfg.SweepInterval)
 	case cfg.MaxFrameData < minFrameData:
 		return nil, fmt.Errorf("log store config: max frame data %d: must be at least %d bytes", cfg.MaxFrameData, minFrameData)
+	case cfg.FlushDelay < 0 || cfg.FlushDelay > MaxFlushDelay:
+		return nil, fmt.Errorf("log store config: flush delay %v: want 0 to %v", cfg.FlushDelay, MaxFlushDelay)
+	case cfg.OutputBytes < MinOutputBytes:
+		return nil, fmt.Errorf("log store config: output cap %d bytes: want at least %d", cfg.OutputBytes, MinOutputBytes)
+	case cfg.Budget <= 0:
+		return nil, fmt.Errorf("log store config: budget %d bytes: must be positive", cfg.Budget)
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
@@ -111,10 +170,12 @@ func New(cfg Config, logger *slog.Logger) (*Store, error) {
 		cfg:    cfg,
 		logger: logger.With("component", "logstore"),
 		logs:   make(map[cluster.StepID]*stepLog),
+		kickc:  make(chan struct{}, 1),
 	}
 	if err := s.load(); err != nil {
 		return nil, err
 	}
+	s.removeStrayTails()
 	return s, nil
 }
 
@@ -144,6 +205,8 @@ func (s *Store) load() error {
 const (
 	logSuffix = ".log"
 	idxSuffix = ".idx"
+	// tailSuffix, with 0 or 1 after it, names a log's tail segments.
+	tailSuffix = ".tail"
 )
 
 func (s *Store) newStepLog(id cluster.StepID) *stepLog {

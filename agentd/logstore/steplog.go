@@ -99,6 +99,10 @@ func (l *stepLog) failLocked(err error) error {
 	return err
 }
 
+// diskBytesLocked is what the log's files take: the committed frames and
+// their index.
+func (l *stepLog) diskBytesLocked() int64 { return l.size + l.n*idxEntry }
+
 // closeFilesLocked closes the writer's files.
 func (l *stepLog) closeFilesLocked() error {
 	var errs []error

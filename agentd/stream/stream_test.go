@@ -49,6 +49,8 @@ func newEnv(t *testing.T, edit func(*Config)) *env {
 	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	lcfg := logstore.DefaultConfig()
 	lcfg.Dir = t.TempDir()
+	// A frame per write and no output cap: the tests count frames.
+	lcfg.FlushDelay, lcfg.OutputBytes = 0, 1<<40
 	logs, err := logstore.New(lcfg, logger)
 	if err != nil {
 		t.Fatalf("logstore.New() = %v", err)
