@@ -19,6 +19,7 @@ import (
 func TestRealAgentStream(t *testing.T) {
 	cfg := logstore.DefaultConfig()
 	cfg.Dir, cfg.MaxFrameData = t.TempDir(), 64
+	cfg.FlushDelay = 0 // a frame per write: "logs" without -f reads what exists now
 	logger := slog.New(slog.DiscardHandler)
 	store, err := logstore.New(cfg, logger)
 	if err != nil {

@@ -92,6 +92,8 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	lcfg := logstore.DefaultConfig()
 	lcfg.Dir = t.TempDir()
+	// A frame per write and no output cap: the tests count frames.
+	lcfg.FlushDelay, lcfg.OutputBytes = 0, 1<<40
 	logs, err := logstore.New(lcfg, logger)
 	if err != nil {
 		t.Fatalf("logstore.New() = %v", err)
