@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -121,4 +122,60 @@ func TestRunRemovesAfterRetention(t *testing.T) {
 		t.Fatal("Run() did not return after cancellation")
 	}
 	checkNoGoroutines(t)
+}
+
+// TestBudget: while the logs take more than the budget, the finished ones
+// that were idle longest are removed first, and a log being written is
+// never removed for it.
+func TestBudget(t *testing.T) {
+	s := newTestStore(t, func(c *Config) { c.Budget = 250 << 10 })
+	data := make([]byte, 100<<10)
+	for i := range data {
+		data[i] = 'a' + byte(i%26)
+	}
+	live := mustCreate(t, s, "live")
+	mustWrite(t, live.Stdout(), data)
+	for _, id := range []cluster.StepID{"old", "mid", "new"} {
+		lg := mustCreate(t, s, id)
+		mustWrite(t, lg.Stdout(), data)
+		if err := lg.Exit(exitRecord(id, 0)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // distinct exit times
+	}
+	s.sweep(time.Now())
+	// 4 logs of ~100 KiB against 250 KiB: the two oldest finished go.
+	for id, want := range map[cluster.StepID]bool{"live": true, "old": false, "mid": false, "new": true} {
+		if got := exists(t, s, id); got != want {
+			t.Errorf("over the budget: log %s exists = %v, want %v", id, got, want)
+		}
+	}
+	if d := diskUse(t, s); d > 250<<10 {
+		t.Errorf("logs take %d bytes after the sweep, want at most the budget", d)
+	}
+}
+
+// TestRunSweepsWhenALogFinishes: the janitor enforces the budget as soon
+// as a log finishes, not only at its interval.
+func TestRunSweepsWhenALogFinishes(t *testing.T) {
+	s := newTestStore(t, func(c *Config) { c.Budget = 150 << 10; c.SweepInterval = time.Hour })
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for _, id := range []cluster.StepID{"first", "second"} {
+		lg := mustCreate(t, s, id)
+		mustWrite(t, lg.Stdout(), bytes.Repeat([]byte("x"), 100<<10))
+		if err := lg.Exit(exitRecord(id, 0)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for exists(t, s, "first") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if exists(t, s, "first") || !exists(t, s, "second") {
+		t.Errorf("after the second log finished over the budget: first exists %v, second %v; want only the second", exists(t, s, "first"), exists(t, s, "second"))
+	}
 }
