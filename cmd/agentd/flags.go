@@ -13,6 +13,7 @@ import (
 
 	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/size"
 )
 
 // runtimeFlags are the flags every command that talks to containerd takes.
@@ -24,8 +25,10 @@ type runtimeFlags struct {
 	logLevel    string
 	// node scopes the runtime to one node's sandboxes (agentd serve,
 	// cleanup); empty for agentd run.
-	node string
-	net  networkFlags
+	node          string
+	net           networkFlags
+	minFreeDisk   thresholdFlag
+	minFreeInodes thresholdFlag
 }
 
 func (f *runtimeFlags) register(fs *flag.FlagSet) {
@@ -35,6 +38,9 @@ func (f *runtimeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.runscConfig, "runsc-config", "", "TOML file of runsc flags ([runsc_config]) for the shim")
 	fs.StringVar(&f.dataDir, "data-dir", d.DataDir, "agent data directory")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	f.minFreeDisk, f.minFreeInodes = thresholdFlag(d.MinFreeDisk), thresholdFlag(d.MinFreeInodes)
+	fs.Var(&f.minFreeDisk, "min-free-disk", "free space (a percentage or a `SIZE` such as 20g) the node keeps on the file systems of its data, workspaces and logs: below it the node is degraded and no new workspace is made")
+	fs.Var(&f.minFreeInodes, "min-free-inodes", "free inodes (a percentage or a `NUMBER`) the node keeps on those file systems: below it the node is degraded")
 	f.net.register(fs)
 }
 
@@ -45,7 +51,36 @@ func (f *runtimeFlags) config() agentd.RuntimeConfig {
 	c.DataDir = f.dataDir
 	c.RuntimeConfigPath = f.runscConfig
 	c.Node = f.node
+	c.MinFreeDisk, c.MinFreeInodes = agentd.Threshold(f.minFreeDisk), agentd.Threshold(f.minFreeInodes)
 	return c
+}
+
+// thresholdFlag is a free-space floor: "10%" or an amount ("20g").
+type thresholdFlag agentd.Threshold
+
+func (t *thresholdFlag) String() string { return agentd.Threshold(*t).String() }
+
+func (t *thresholdFlag) Set(v string) error {
+	th, err := agentd.ParseThreshold(v)
+	if err != nil {
+		return err
+	}
+	*t = thresholdFlag(th)
+	return nil
+}
+
+// sizeFlag is a byte size flag ("512m", "1GiB"; internal/size).
+type sizeFlag int64
+
+func (s *sizeFlag) String() string { return size.Format(int64(*s)) }
+
+func (s *sizeFlag) Set(v string) error {
+	n, err := size.Parse(v)
+	if err != nil {
+		return err
+	}
+	*s = sizeFlag(n)
+	return nil
 }
 
 // open builds the logger, loads the sandbox network (per --network) and

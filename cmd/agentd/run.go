@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,7 @@ type runFlags struct {
 	memory     string
 	pids       int64
 	timeout    time.Duration
+	wsSize     sizeFlag
 	workspace  string
 	env        envFlag
 	id         string
@@ -38,17 +40,7 @@ type runFlags struct {
 func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	var f runFlags
 	fs := newFlagSet("run", stderr)
-	f.register(fs)
-	fs.StringVar(&f.image, "image", "base", "image: base, python, or a containerd image reference")
-	fs.Float64Var(&f.cpu, "cpu", 0, "CPU limit in cores (0: unlimited)")
-	fs.StringVar(&f.memory, "memory", "", "memory limit, such as 512m or 2g (empty: unlimited)")
-	fs.Int64Var(&f.pids, "pids", 1024, "limit on processes and threads (0: unlimited)")
-	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock timeout, such as 30s (0: none)")
-	fs.StringVar(&f.workspace, "workspace", "", "host directory the step sees (a copy of) at /workspace")
-	fs.Var(&f.env, "env", "environment variable K=V (repeatable)")
-	fs.StringVar(&f.id, "id", "", "step id (default: random)")
-	fs.StringVar(&f.record, "record", "", "write the step's exit record as JSON to this file")
-	fs.BoolVar(&f.noInternet, "no-internet", false, "give the step no network but loopback")
+	registerRunFlags(fs, &f)
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
 	}
@@ -81,6 +73,24 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	return exitStatus(rec, stderr), nil
 }
 
+// registerRunFlags registers the flags of `agentd run` on fs.
+func registerRunFlags(fs *flag.FlagSet, f *runFlags) {
+	f.register(fs)
+	fs.StringVar(&f.image, "image", "base", "image: base, python, or a containerd image reference")
+	fs.Float64Var(&f.cpu, "cpu", 0, "CPU limit in cores (0: unlimited)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit, such as 512m or 2g (empty: unlimited)")
+	def, lo, hi := cluster.DefaultLimits, cluster.MinLimits, cluster.MaxLimits
+	fs.Int64Var(&f.pids, "pids", def.Pids, fmt.Sprintf("limit on the step's processes and threads (%d to %d)", lo.Pids, hi.Pids))
+	fs.DurationVar(&f.timeout, "timeout", def.Timeout, fmt.Sprintf("wall-clock timeout, such as 30s (%v to %v)", lo.Timeout, hi.Timeout))
+	f.wsSize = sizeFlag(def.WorkspaceBytes)
+	fs.Var(&f.wsSize, "workspace-size", fmt.Sprintf("`SIZE` of the step's /workspace: writes past it fail with ENOSPC (%s to %s)", size.Format(lo.WorkspaceBytes), size.Format(hi.WorkspaceBytes)))
+	fs.StringVar(&f.workspace, "workspace", "", "host directory the step sees (a copy of) at /workspace")
+	fs.Var(&f.env, "env", "environment variable K=V (repeatable)")
+	fs.StringVar(&f.id, "id", "", "step id (default: random)")
+	fs.StringVar(&f.record, "record", "", "write the step's exit record as JSON to this file")
+	fs.BoolVar(&f.noInternet, "no-internet", false, "give the step no network but loopback")
+}
+
 // step builds and checks the step from the flags and the command.
 func (f *runFlags) step(argv []string) (agentd.Step, error) {
 	if len(argv) == 0 {
@@ -92,14 +102,21 @@ func (f *runFlags) step(argv []string) (agentd.Step, error) {
 		rand.Read(b[:])
 		id = "run-" + hex.EncodeToString(b[:])
 	}
+	// The same table of limits as the scheduler's: defaults, and bounds
+	// (output is printed, not kept, so there is no output cap here).
+	lim := cluster.Limits{Pids: f.pids, Timeout: f.timeout, WorkspaceBytes: int64(f.wsSize)}
+	if err := checkLimitFlags(lim, "--pids", "--timeout", "--workspace-size", ""); err != nil {
+		return agentd.Step{}, err
+	}
 	st := agentd.Step{
-		ID:         cluster.StepID(id),
-		Image:      bundles.Ref(f.image),
-		Args:       argv,
-		Env:        f.env,
-		Timeout:    f.timeout,
-		Limits:     oci.Limits{CPU: f.cpu, Pids: f.pids},
-		NoInternet: f.noInternet,
+		ID:             cluster.StepID(id),
+		Image:          bundles.Ref(f.image),
+		Args:           argv,
+		Env:            f.env,
+		Timeout:        lim.Timeout,
+		Limits:         oci.Limits{CPU: f.cpu, Pids: lim.Pids},
+		WorkspaceBytes: lim.WorkspaceBytes,
+		NoInternet:     f.noInternet,
 	}
 	if f.memory != "" {
 		m, err := size.Parse(f.memory)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,23 +42,20 @@ type serveFlags struct {
 	memory        string
 	workspaceRoot string
 	retention     time.Duration
+	logBudget     sizeFlag
 	heartbeat     time.Duration
 	tls           cli.TLSFlags
+	// The node's maxima of step limits (cluster.Limits).
+	maxPids      int64
+	maxTimeout   time.Duration
+	maxWorkspace sizeFlag
+	maxOutput    sizeFlag
 }
 
 func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	var f serveFlags
 	fs := newFlagSet("serve", stderr)
-	f.register(fs)
-	fs.StringVar(&f.schedulers, "scheduler", "", "scheduler members' https:// URLs, comma-separated (required; http:// with --plaintext)")
-	fs.StringVar(&f.nodeID, "node-id", "", "this node's id (required)")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:7200", "IP:PORT to serve step streams on (told to the scheduler)")
-	fs.Float64Var(&f.cpu, "cpu", 0, "CPU cores offered to steps (default: all)")
-	fs.StringVar(&f.memory, "memory", "", "memory offered to steps, such as 8g (default: all but 1 GiB)")
-	fs.StringVar(&f.workspaceRoot, "workspace-root", "", "directory of the workspaces steps name (default: DATA-DIR/workspace-store)")
-	fs.DurationVar(&f.retention, "log-retention", 24*time.Hour, "how long a finished step's output is kept")
-	fs.DurationVar(&f.heartbeat, "heartbeat", 2*time.Second, "heartbeat interval")
-	f.tls.Register(fs)
+	registerServeFlags(fs, &f)
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
 	}
@@ -91,6 +89,28 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 0, err
 	}
 	return 0, serve(ctx, f, cfg, urls, src, hup, logger)
+}
+
+// registerServeFlags registers the flags of `agentd serve` on fs.
+func registerServeFlags(fs *flag.FlagSet, f *serveFlags) {
+	f.register(fs)
+	fs.StringVar(&f.schedulers, "scheduler", "", "scheduler members' https:// URLs, comma-separated (required; http:// with --plaintext)")
+	fs.StringVar(&f.nodeID, "node-id", "", "this node's id (required)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:7200", "IP:PORT to serve step streams on (told to the scheduler)")
+	fs.Float64Var(&f.cpu, "cpu", 0, "CPU cores offered to steps (default: all)")
+	fs.StringVar(&f.memory, "memory", "", "memory offered to steps, such as 8g (default: all but 1 GiB)")
+	fs.StringVar(&f.workspaceRoot, "workspace-root", "", "directory of the workspaces steps name (default: DATA-DIR/workspace-store)")
+	fs.DurationVar(&f.retention, "log-retention", logstore.DefaultRetention, "how long a finished step's output is kept on the node")
+	f.logBudget = logstore.DefaultBudget
+	fs.Var(&f.logBudget, "log-budget", "`SIZE` all steps' output logs may take together on disk; past it the oldest finished ones go before their retention ends")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 2*time.Second, "heartbeat interval")
+	lo, hi := cluster.MinLimits, cluster.MaxLimits
+	fs.Int64Var(&f.maxPids, "max-pids", hi.Pids, fmt.Sprintf("largest pids limit a step may have on this node (%d to %d)", lo.Pids, hi.Pids))
+	fs.DurationVar(&f.maxTimeout, "max-timeout", hi.Timeout, fmt.Sprintf("longest timeout a step may have on this node (%v to %v)", lo.Timeout, hi.Timeout))
+	f.maxWorkspace, f.maxOutput = sizeFlag(hi.WorkspaceBytes), sizeFlag(hi.OutputBytes)
+	fs.Var(&f.maxWorkspace, "max-workspace", fmt.Sprintf("largest workspace `SIZE` a step may have on this node (%s to %s)", size.Format(lo.WorkspaceBytes), size.Format(hi.WorkspaceBytes)))
+	fs.Var(&f.maxOutput, "max-output", fmt.Sprintf("largest output cap (`SIZE`) a step may have on this node (%s to %s)", size.Format(lo.OutputBytes), size.Format(hi.OutputBytes)))
+	f.tls.Register(fs)
 }
 
 func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
@@ -134,7 +154,37 @@ func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
 	if f.retention <= 0 {
 		return cfg, nil, fmt.Errorf("%w: --log-retention %v: must be positive", errUsage, f.retention)
 	}
+	if f.logBudget <= 0 {
+		return cfg, nil, fmt.Errorf("%w: --log-budget %s: must be positive", errUsage, f.logBudget.String())
+	}
+	cfg.MaxLimits = cluster.Limits{Pids: f.maxPids, Timeout: f.maxTimeout, WorkspaceBytes: int64(f.maxWorkspace), OutputBytes: int64(f.maxOutput)}
+	if err := checkLimitFlags(cfg.MaxLimits, "--max-pids", "--max-timeout", "--max-workspace", "--max-output"); err != nil {
+		return cfg, nil, err
+	}
 	return cfg, urls, nil
+}
+
+// checkLimitFlags checks limits given by flags against the table's bounds
+// (cluster.MinLimits to cluster.MaxLimits), naming the flag of the first
+// one outside them; a limit without a flag name is not checked.
+func checkLimitFlags(m cluster.Limits, pids, timeout, workspace, output string) error {
+	lo, hi := cluster.MinLimits, cluster.MaxLimits
+	dur := func(v int64) string { return time.Duration(v).String() }
+	for _, c := range []struct {
+		flag      string
+		v, lo, hi int64
+		show      func(int64) string
+	}{
+		{pids, m.Pids, lo.Pids, hi.Pids, func(v int64) string { return strconv.FormatInt(v, 10) }},
+		{timeout, int64(m.Timeout), int64(lo.Timeout), int64(hi.Timeout), dur},
+		{workspace, m.WorkspaceBytes, lo.WorkspaceBytes, hi.WorkspaceBytes, size.Format},
+		{output, m.OutputBytes, lo.OutputBytes, hi.OutputBytes, size.Format},
+	} {
+		if c.flag != "" && (c.v < c.lo || c.v > c.hi) {
+			return fmt.Errorf("%w: %s %s: want %s to %s", errUsage, c.flag, c.show(c.v), c.show(c.lo), c.show(c.hi))
+		}
+	}
+	return nil
 }
 
 // hostMemory reads MemTotal from /proc/meminfo, in bytes.
@@ -196,6 +246,7 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 	lcfg := logstore.DefaultConfig()
 	lcfg.Dir = filepath.Join(f.dataDir, "logs")
 	lcfg.Retention = f.retention
+	lcfg.Budget = int64(f.logBudget)
 	logs, err := logstore.New(lcfg, logger)
 	if err != nil {
 		return err

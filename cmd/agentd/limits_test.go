@@ -1,0 +1,90 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/agentd"
+	"github.com/rodon-compute/rodon/agentd/logstore"
+	"github.com/rodon-compute/rodon/cluster"
+)
+
+// parseServe parses `agentd serve` flags as serveCmd does, up to the
+// agent's configuration.
+func parseServe(t *testing.T, args ...string) (serveFlags, agentd.AgentConfig, error) {
+	t.Helper()
+	var f serveFlags
+	fs := newFlagSet("serve", io.Discard)
+	registerServeFlags(fs, &f)
+	if err := parseFlags(fs, append([]string{"--scheduler", "http://127.0.0.1:7100", "--node-id", "n1"}, args...)); err != nil {
+		return f, agentd.AgentConfig{}, err
+	}
+	cfg, _, err := f.agentConfig()
+	return f, cfg, err
+}
+
+// TestServeLimitFlags: the node's maxima default to cluster.MaxLimits, may
+// be lowered, and are refused outside the table's bounds naming the flag;
+// the log retention and budget have their documented defaults.
+func TestServeLimitFlags(t *testing.T) {
+	f, cfg, err := parseServe(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxLimits != cluster.MaxLimits {
+		t.Errorf("default maxima = %+v, want cluster.MaxLimits %+v", cfg.MaxLimits, cluster.MaxLimits)
+	}
+	if f.retention != 7*24*time.Hour || int64(f.logBudget) != logstore.DefaultBudget {
+		t.Errorf("defaults --log-retention %v, --log-budget %d; want 168h and %d", f.retention, f.logBudget, int64(logstore.DefaultBudget))
+	}
+	if f.minFreeDisk.String() != "10%" || f.minFreeInodes.String() != "5%" {
+		t.Errorf("defaults --min-free-disk %s, --min-free-inodes %s; want 10%% and 5%%", f.minFreeDisk.String(), f.minFreeInodes.String())
+	}
+	_, cfg, err = parseServe(t, "--max-pids", "256", "--max-timeout", "10m", "--max-workspace", "2g", "--max-output", "1m")
+	if want := (cluster.Limits{Pids: 256, Timeout: 10 * time.Minute, WorkspaceBytes: 2 << 30, OutputBytes: 1 << 20}); err != nil || cfg.MaxLimits != want {
+		t.Errorf("lowered maxima = %+v, %v; want %+v", cfg.MaxLimits, err, want)
+	}
+	for _, tt := range []struct{ flag, value string }{
+		{"--max-pids", "8193"}, {"--max-pids", "15"},
+		{"--max-timeout", "25h"}, {"--max-timeout", "0s"},
+		{"--max-workspace", "65g"}, {"--max-workspace", "1k"},
+		{"--max-output", "2g"}, {"--max-output", "1k"},
+	} {
+		_, _, err := parseServe(t, tt.flag, tt.value)
+		if err == nil || !strings.Contains(err.Error(), tt.flag+" ") {
+			t.Errorf("serve %s %s = %v, want a usage error naming the flag", tt.flag, tt.value, err)
+		}
+	}
+	if _, _, err := parseServe(t, "--min-free-disk", "120%"); err == nil {
+		t.Errorf("serve --min-free-disk 120%% = nil error, want one")
+	}
+}
+
+// TestRunLimitFlags: agentd run takes its defaults from the same table,
+// and refuses what is outside it, naming the flag.
+func TestRunLimitFlags(t *testing.T) {
+	parse := func(args ...string) (agentd.Step, error) {
+		var f runFlags
+		fs := newFlagSet("run", io.Discard)
+		registerRunFlags(fs, &f)
+		if err := parseFlags(fs, args); err != nil {
+			return agentd.Step{}, err
+		}
+		return f.step(fs.Args())
+	}
+	st, err := parse("--", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cluster.DefaultLimits
+	if st.Limits.Pids != d.Pids || st.Timeout != d.Timeout || st.WorkspaceBytes != d.WorkspaceBytes {
+		t.Errorf("agentd run defaults: pids %d, timeout %v, workspace %d; want %d, %v, %d", st.Limits.Pids, st.Timeout, st.WorkspaceBytes, d.Pids, d.Timeout, d.WorkspaceBytes)
+	}
+	for _, args := range [][]string{{"--pids", "0"}, {"--pids", "9000"}, {"--timeout", "0s"}, {"--timeout", "48h"}, {"--workspace-size", "100g"}} {
+		if _, err := parse(append(args, "--", "true")...); err == nil || !strings.Contains(err.Error(), args[0]+" ") {
+			t.Errorf("agentd run %q = %v, want a usage error naming %s", args, err, args[0])
+		}
+	}
+}
