@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
@@ -13,7 +14,9 @@ var newline = []byte{'\n'}
 
 // serveNDJSON writes the frames of rd as JSON lines. Output is flushed
 // whenever the stream has caught up with the log, so a frame reaches the
-// client as soon as it is written. The response ends cleanly only after the
+// client as soon as it is written. Each write must be taken by the client
+// within Config.WriteWait, so a client that stops reading is given up
+// rather than holding the stream for ever. The response ends cleanly only after the
 // last frame; if the log cannot be read to its end the connection is
 // aborted, so that a client never mistakes a broken stream for a complete
 // one.
@@ -33,6 +36,9 @@ func (h *Handler) serveNDJSON(w http.ResponseWriter, r *http.Request, id cluster
 	for {
 		b, wait, err := rd.TryNext()
 		if b != nil {
+			// An error means the connection takes no deadline; the write
+			// goes on without one.
+			rc.SetWriteDeadline(time.Now().Add(h.cfg.WriteWait))
 			_, err := w.Write(b)
 			if err == nil {
 				_, err = w.Write(newline)
@@ -46,6 +52,7 @@ func (h *Handler) serveNDJSON(w http.ResponseWriter, r *http.Request, id cluster
 			continue
 		}
 		if dirty {
+			rc.SetWriteDeadline(time.Now().Add(h.cfg.WriteWait))
 			if err := rc.Flush(); err != nil {
 				h.logger.Debug("stream client gone", "step", id, "mode", "ndjson", "frames", frames, "error", err)
 				return

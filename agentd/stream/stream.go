@@ -47,7 +47,7 @@ type Config struct {
 	// client up. PongWait must exceed PingInterval.
 	PingInterval time.Duration
 	PongWait     time.Duration
-	// WriteWait bounds each write to a websocket client.
+	// WriteWait bounds each write to a client (websocket or NDJSON).
 	WriteWait time.Duration
 	// CloseWait is how long the handler waits for the client to answer its
 	// close frame.

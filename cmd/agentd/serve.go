@@ -277,8 +277,7 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 		return err
 	}
 	// Streams end with the agent: BaseContext is ctx.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx },
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := newAgentServer(ctx, mux, agentTimeouts, logger)
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)

@@ -128,17 +128,18 @@ func newAgentMux(logs *logstore.Store, agent *agentd.Agent, acc access, logger *
 	}
 	m := agent.Metrics()
 	mux := http.NewServeMux()
+	t := agentTimeouts
 	mux.Handle("/v1/steps/", acc.only("read step streams", h, streamRoles...))
-	mux.Handle("POST /v1/steps/{id}/input", acc.only("send terminal input", inputHandler(agent), streamRoles...))
+	mux.Handle("POST /v1/steps/{id}/input", withDeadlines(t.input, acc.only("send terminal input", inputHandler(agent), streamRoles...)))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collectors()...)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(extra...)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /metrics", withDeadlines(t.metrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	mux.Handle("GET /healthz", withDeadlines(t.health, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
-	})
+	})))
 	return acc.observe(mux), nil
 }
 
