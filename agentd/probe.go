@@ -19,16 +19,26 @@ import (
 // the host's cgroups.
 var canaryLimits = oci.Limits{CPU: 0.5, MemoryBytes: 96 << 20, Pids: 64}
 
+// canaryWorkspace is the canary's workspace size; it writes twice as much
+// into it, which must fail.
+var canaryWorkspace = cluster.MinLimits.WorkspaceBytes
+
+// canaryFill tries to write past the canary's workspace quota; exit 8 says
+// it could.
+var canaryFill = fmt.Sprintf("head -c %d /dev/zero > /workspace/fill 2>/dev/null && exit 8", 2*canaryWorkspace)
+
 // Probe checks that this node can enforce what Rodon promises: a canary
 // sandbox of image starts under the configured runtime, runs a command
 // with the right exit code, and its CPU, memory and pids limits are visible
 // in the host's cgroups. With a Network, the canary gets its own network
 // and its egress filter must refuse and count a connect to a private
-// address. Any failure makes the node degraded, with a reason.
+// address. Its workspace quota must refuse a write past it. Any failure
+// makes the node degraded, with a reason.
 func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
 	var reasons []string
 	id := fmt.Sprintf("canary-%d", time.Now().UnixNano())
-	sb, err := r.Create(ctx, Step{ID: cluster.StepID(id), Image: image, Args: []string{"sh", "-c", "exit 3"}, Limits: canaryLimits})
+	sb, err := r.Create(ctx, Step{ID: cluster.StepID(id), Image: image, Args: []string{"sh", "-c", canaryFill + "; exit 3"},
+		Limits: canaryLimits, WorkspaceBytes: canaryWorkspace})
 	if err != nil {
 		return cluster.Health{State: cluster.NodeDegraded, Reasons: []string{"canary sandbox does not start: " + err.Error()}}
 	}
@@ -47,13 +57,15 @@ func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
 		// failed the packet would still stay on this machine) must be
 		// refused at once and counted.
 		sb.step.Args = []string{"timeout", "10", "bash", "-c",
-			fmt.Sprintf("exec 3<>/dev/tcp/%s/9 && exit 9; exit 3", sb.net.Net.Gateway4)}
+			fmt.Sprintf("%s; exec 3<>/dev/tcp/%s/9 && exit 9; exit 3", canaryFill, sb.net.Net.Gateway4)}
 	}
 	var out bytes.Buffer
 	if err := sb.Start(ctx, &out, &out); err != nil {
 		reasons = append(reasons, "canary step does not start: "+err.Error())
 	} else if rec, err := sb.Wait(ctx); err != nil {
 		reasons = append(reasons, "canary step exit not reported: "+err.Error())
+	} else if rec.ExitCode == 8 {
+		reasons = append(reasons, fmt.Sprintf("workspace quota not enforced: the canary wrote %d bytes into a workspace of %d", 2*canaryWorkspace, canaryWorkspace))
 	} else if rec.ExitCode == 9 {
 		reasons = append(reasons, "egress filter not enforcing: the canary sandbox connected to its gateway")
 	} else if rec.ExitCode != 3 {

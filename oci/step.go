@@ -23,14 +23,18 @@ type Limits struct {
 }
 
 // HostPids is the host pids cgroup limit of a sandbox whose step may run
-// pids processes. gVisor's sentry needs host threads of its own and one stub
-// per guest address space, and it crashes instead of failing a fork when the
-// host limit is hit (gvisor#2490). So the step's own limit is enforced inside
-// the sandbox, where fork fails with EAGAIN (RLIMIT_NPROC, honoured by the
-// sentry for tasks without CAP_SYS_ADMIN and CAP_SYS_RESOURCE, which steps
-// never have), and the host limit, with room for the sentry, is a backstop
-// that contains the whole sandbox.
-func HostPids(pids int64) int64 { return 2*pids + 256 }
+// pids processes. gVisor's sentry needs host threads of its own and, under
+// systrap, a stub per guest address space and thread, and it crashes
+// instead of failing a fork when the host limit is hit (gvisor#2490). So
+// the step's own limit is enforced inside the sandbox, where fork fails
+// with EAGAIN (RLIMIT_NPROC, honoured by the sentry for tasks without
+// CAP_SYS_ADMIN and CAP_SYS_RESOURCE, which steps never have), and the host
+// limit, with room for the sentry, is a backstop that contains the whole
+// sandbox. The room was measured with a fork bomb at RLIMIT_NPROC 1024 (the
+// default): the sandbox's host tasks peaked at 1371 to 2435 over seven
+// runs (stubs of exited guest processes linger), so 2N+256 (2304) was hit
+// and crashed the sandbox; 4N+256 (4352) never was.
+func HostPids(pids int64) int64 { return 4*pids + 256 }
 
 // cpuPeriod is the CFS period used for CPU limits, in microseconds.
 const cpuPeriod = 100000
