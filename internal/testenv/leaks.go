@@ -15,8 +15,9 @@ import (
 
 // Leftovers lists what Rodon's sandboxes can leave behind on the host:
 // containerd containers, tasks and snapshots in namespace ns, shim and runsc
-// processes, mounts under containerd's state and root directories, sandbox
-// network namespaces and veths, pinned BPF objects, and cgroups under
+// processes, mounts under containerd's state and root directories,
+// workspace filesystems (their mounts and loop devices), sandbox network
+// namespaces and veths, pinned BPF objects, and cgroups under
 // cgroupParent. An empty list means a clean host.
 func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 	var out []string
@@ -54,6 +55,25 @@ func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 			if len(f) > 4 && (strings.Contains(f[4], "/run/rodon/containerd/io.containerd.runtime") ||
 				strings.Contains(f[4], "/var/lib/rodon/containerd/io.containerd.snapshotter") && strings.Contains(f[4], "/mnt")) {
 				out = append(out, "mount: "+f[4])
+			}
+		}
+	}
+	// Workspace filesystems (agentd's quota): mounts of *.img images and
+	// the loop devices behind them.
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) > 4 && strings.Contains(f[4], "/workspaces/") && strings.Contains(sc.Text(), " - ext4 /dev/loop") {
+				out = append(out, "workspace mount: "+f[4])
+			}
+		}
+	}
+	if files, err := filepath.Glob("/sys/block/loop*/loop/backing_file"); err == nil {
+		for _, file := range files {
+			b, err := os.ReadFile(file)
+			if back := strings.TrimSpace(string(b)); err == nil && strings.Contains(back, "/workspaces/") && strings.Contains(back, ".img") {
+				out = append(out, fmt.Sprintf("loop device %s: %s", strings.Split(file, "/")[3], back))
 			}
 		}
 	}
