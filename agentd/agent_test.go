@@ -26,10 +26,17 @@ type fakeScheduler struct {
 	steps   map[cluster.StepID]cluster.Step
 	reports []string
 	exits   map[cluster.StepID]cluster.ExitRecord
+	events  map[cluster.StepID][]cluster.Event
+	// onExit, if set, runs (without mu) when an exit is reported, before
+	// it is recorded.
+	onExit func(cluster.StepExit)
+	// registered is the last registration.
+	registered cluster.RegisterNode
 }
 
 func newFakeScheduler() *fakeScheduler {
-	return &fakeScheduler{changed: make(chan struct{}), steps: map[cluster.StepID]cluster.Step{}, exits: map[cluster.StepID]cluster.ExitRecord{}}
+	return &fakeScheduler{changed: make(chan struct{}), steps: map[cluster.StepID]cluster.Step{}, exits: map[cluster.StepID]cluster.ExitRecord{},
+		events: map[cluster.StepID][]cluster.Event{}}
 }
 
 func (f *fakeScheduler) bumpLocked() {
@@ -63,6 +70,9 @@ func (f *fakeScheduler) record(s string) {
 
 func (f *fakeScheduler) Register(ctx context.Context, req cluster.RegisterNode) (cluster.Node, error) {
 	f.record("register " + string(req.Health.State))
+	f.mu.Lock()
+	f.registered = req
+	f.mu.Unlock()
 	return cluster.Node{ID: req.Node}, nil
 }
 
@@ -109,9 +119,22 @@ func (f *fakeScheduler) StepPhase(ctx context.Context, req cluster.StepPhase) er
 	return nil
 }
 
-func (f *fakeScheduler) StepEvents(ctx context.Context, req cluster.StepEvents) error { return nil }
+func (f *fakeScheduler) StepEvents(ctx context.Context, req cluster.StepEvents) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events[req.Step] = append(f.events[req.Step], req.Events...)
+	for _, e := range req.Events {
+		if e.Kind == cluster.EventOutputTruncated {
+			f.reports = append(f.reports, "event "+e.Kind)
+		}
+	}
+	return nil
+}
 
 func (f *fakeScheduler) StepExit(ctx context.Context, req cluster.StepExit) error {
+	if f.onExit != nil {
+		f.onExit(req)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.steps[req.Record.Step]

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,11 +54,10 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var stepSeq int
+var stepSeq atomic.Int64
 
 func newStep(t *testing.T, args ...string) Step {
-	stepSeq++
-	return Step{ID: cluster.StepID(fmt.Sprintf("t-%d-%d", time.Now().UnixNano()%1e9, stepSeq)), Image: baseImage, Args: args}
+	return Step{ID: cluster.StepID(fmt.Sprintf("t-%d-%d", time.Now().UnixNano()%1e9, stepSeq.Add(1))), Image: baseImage, Args: args}
 }
 
 func runStep(t *testing.T, rt *Runtime, st Step) (cluster.ExitRecord, string, string) {
