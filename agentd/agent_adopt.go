@@ -60,6 +60,13 @@ func (a *Agent) adoptOrphans(ctx context.Context) {
 					rec = failedRecord(r.id, err)
 				}
 				rec.Reason = joinReason(rec.Reason, "agent restarted during the step; output after the restart was not collected")
+				// As for any step: nothing of the sandbox runs when its
+				// workspace is read back and its exit reported.
+				if err := sb.Quiesce(context.WithoutCancel(ctx)); err != nil {
+					rec.Reason = joinReason(rec.Reason, "the sandbox could not be stopped after the step, so its workspace was not copied back: "+err.Error())
+				} else if rec.State != cluster.StateFailed && sb.Step().Workspace != "" {
+					r.copyBack(ctx, nil, sb)
+				}
 				r.finish(ctx, nil, sb, rec)
 			}()
 			continue

@@ -315,7 +315,8 @@ func (r *stepRun) sandbox() *Sandbox {
 }
 
 // copyBack makes the workspace what the step left in its copy (see
-// Sandbox.ReadBack), and records which files changed as a step event.
+// Sandbox.ReadBack), and records which files changed as a step event (in
+// lg too, unless it is nil).
 func (r *stepRun) copyBack(ctx context.Context, lg *logstore.Log, sb *Sandbox) {
 	var ev cluster.Event
 	changes, err := sb.ReadBack()
@@ -325,8 +326,10 @@ func (r *stepRun) copyBack(ctx context.Context, lg *logstore.Log, sb *Sandbox) {
 	} else {
 		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventFilesChanged, Message: changes.String()}
 	}
-	if err := lg.Event(ev); err != nil {
-		r.a.logger.Warn("record workspace event", "step", r.id, "error", err)
+	if lg != nil {
+		if err := lg.Event(ev); err != nil {
+			r.a.logger.Warn("record workspace event", "step", r.id, "error", err)
+		}
 	}
 	r.report(ctx, "events", func(ctx context.Context) error {
 		return r.a.sched.StepEvents(ctx, cluster.StepEvents{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, Events: []cluster.Event{ev}})

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -170,6 +171,12 @@ func (f *fakeScheduler) waitFor(t *testing.T, what string, ok func() bool) {
 
 func startAgent(t *testing.T, rt *Runtime, sched Scheduler) (*logstore.Store, string) {
 	t.Helper()
+	return startAgentWith(t, rt, sched, nil)
+}
+
+// startAgentWith is startAgent with the agent's configuration edited.
+func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentConfig)) (*logstore.Store, string) {
+	t.Helper()
 	cfg := logstore.DefaultConfig()
 	cfg.Dir = t.TempDir()
 	logs, err := logstore.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -184,6 +191,9 @@ func startAgent(t *testing.T, rt *Runtime, sched Scheduler) (*logstore.Store, st
 	acfg.Heartbeat = 200 * time.Millisecond
 	acfg.PollWait = time.Second
 	acfg.ProbeImage = baseImage
+	if edit != nil {
+		edit(&acfg)
+	}
 	a, err := NewAgent(acfg, rt, sched, logs, rt.logger)
 	if err != nil {
 		t.Fatal(err)
@@ -261,5 +271,46 @@ func TestAgentCancelOrder(t *testing.T) {
 	}
 	if rec := sched.exits["c-1"]; rec.State != cluster.StateCancelled {
 		t.Errorf("exit record %+v, want cancelled", rec)
+	}
+}
+
+// TestAgentNodeMaxLimits: the agent registers the node's maxima, runs a
+// step within them with the limits in force, and fails one past them
+// with the limit and the flag named, without starting it.
+func TestAgentNodeMaxLimits(t *testing.T) {
+	rt := newTestRuntime(t)
+	sched := newFakeScheduler()
+	max := cluster.Limits{Pids: 200, Timeout: 10 * time.Minute, WorkspaceBytes: 8 << 20, OutputBytes: 1 << 20}
+	_, wsRoot := startAgentWith(t, rt, sched, func(c *AgentConfig) { c.MaxLimits = max })
+	spec := cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
+		Pids: 100, Timeout: time.Minute, WorkspaceBytes: 4 << 20, OutputBytes: 1 << 20,
+		Args: []string{"sh", "-c", "grep 'Max processes' /proc/self/limits | awk '{print $3}' > pids; df -k /workspace | tail -n 1 > df"}}
+	sched.assign(cluster.Step{ID: "in-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
+	spec.Pids = 201
+	sched.assign(cluster.Step{ID: "past-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
+	sched.waitFor(t, "both exits", func() bool { return len(sched.exits) == 2 })
+	sched.mu.Lock()
+	defer sched.mu.Unlock()
+	if sched.registered.MaxLimits != max {
+		t.Errorf("registered max_limits %+v, want %+v", sched.registered.MaxLimits, max)
+	}
+	if rec := sched.exits["in-1"]; rec.State != cluster.StateExited || rec.ExitCode != 0 {
+		t.Errorf("in-1: %+v, want exited 0", rec)
+	}
+	if b, _ := os.ReadFile(filepath.Join(wsRoot, "ws1", "pids")); strings.TrimSpace(string(b)) != "100" {
+		t.Errorf("max processes inside in-1 = %q, want its pids limit 100", b)
+	}
+	b, _ := os.ReadFile(filepath.Join(wsRoot, "ws1", "df"))
+	if f := strings.Fields(string(b)); len(f) < 2 {
+		t.Errorf("df /workspace inside in-1: %q", b)
+	} else if kib, _ := strconv.Atoi(f[1]); kib > 4096 || kib < 3000 {
+		t.Errorf("df /workspace inside in-1: %d KiB, want its workspace limit of 4 MiB", kib)
+	}
+	rec := sched.exits["past-1"]
+	if rec.State != cluster.StateFailed || !strings.Contains(rec.Reason, "pids 201 exceeds this node's maximum of 200 (agentd serve --max-pids)") {
+		t.Errorf("past-1: %+v, want failed naming the pids maximum and its flag", rec)
+	}
+	if !rec.Phases.Created.IsZero() {
+		t.Errorf("past-1 had a sandbox created: %+v", rec.Phases)
 	}
 }

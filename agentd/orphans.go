@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,13 +54,22 @@ func (r *Runtime) Orphans(ctx context.Context) ([]Orphan, error) {
 			continue
 		}
 		attempt, _ := strconv.Atoi(labels[LabelAttempt])
+		wsBytes, _ := strconv.ParseInt(labels[LabelWorkspaceBytes], 10, 64)
 		sb := &Sandbox{
 			rt:        r,
-			step:      Step{ID: cluster.StepID(labels[LabelStep]), Workspace: labels[LabelWorkspace], Attempt: attempt},
+			step:      Step{ID: cluster.StepID(labels[LabelStep]), Workspace: labels[LabelWorkspace], Attempt: attempt, WorkspaceBytes: wsBytes},
 			wsDir:     filepath.Join(workspacesDir(r.cfg), c.ID()),
 			ctlDir:    filepath.Join(ctlDir(r.cfg), c.ID()),
 			container: c,
 			hasNet:    labels[LabelNetwork] != "",
+		}
+		// Its workspace filesystem, if mounted, counts in the reservations
+		// until Destroy unmounts it.
+		if img := imagePath(sb.wsDir); fileExists(img) {
+			r.mu.Lock()
+			r.images[img] = max(wsBytes, allocatedBytes(img))
+			r.mu.Unlock()
+			sb.wsMounted = true
 		}
 		o := Orphan{Sandbox: sb, Owner: owner}
 		if t, err := c.Task(ctx, nil); err == nil {
@@ -106,6 +116,11 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	s.stdout = &countingWriter{w: io.Discard}
 	s.stderr = &countingWriter{w: io.Discard}
 	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // Step returns what the sandbox knows of its step (from its labels, for an

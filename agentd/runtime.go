@@ -37,6 +37,9 @@ const (
 	LabelWorkspace = "rodon.workspace"
 	LabelAttempt   = "rodon.attempt"
 	LabelNode      = "rodon.node"
+	// LabelWorkspaceBytes is the size of the sandbox's workspace
+	// filesystem, for a restarted agent's reservations and read-back.
+	LabelWorkspaceBytes = "rodon.workspace_bytes"
 	// LabelNetwork is "egress" on a sandbox with its own network
 	// (netpolicy), so that a restarted agent attaches its filter again or
 	// tears the network down.

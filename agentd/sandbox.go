@@ -147,6 +147,7 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	if st.Workspace != "" {
 		labels[LabelWorkspace] = st.Workspace
 	}
+	labels[LabelWorkspaceBytes] = strconv.FormatInt(st.WorkspaceBytes, 10)
 	if st.Attempt > 0 {
 		labels[LabelAttempt] = strconv.Itoa(st.Attempt)
 	}
@@ -319,12 +320,21 @@ func (s *Sandbox) ReadBack() (treecopy.Changes, error) {
 	case !s.quiesced:
 		return treecopy.Changes{}, errors.New("read back workspace: the sandbox still runs")
 	}
+	limit := s.step.WorkspaceBytes
+	if limit <= 0 {
+		// A sandbox found again without its size: the filesystem's own.
+		sp, err := statSpace(s.wsDir)
+		if err != nil {
+			return treecopy.Changes{}, fmt.Errorf("read back workspace: %w", err)
+		}
+		limit = int64(sp.total)
+	}
 	unlock := s.rt.lockWorkspace(s.step.Workspace)
 	defer unlock()
 	if err := s.rt.checkReadBack(s.wsDir, filepath.Dir(s.step.Workspace)); err != nil {
 		return treecopy.Changes{}, err
 	}
-	return treecopy.Replace(s.wsDir, s.step.Workspace, treecopy.Limits{MaxBytes: s.step.WorkspaceBytes})
+	return treecopy.Replace(s.wsDir, s.step.Workspace, treecopy.Limits{MaxBytes: limit})
 }
 
 // Destroy tears the sandbox down: it quiesces it (if not done yet), then
