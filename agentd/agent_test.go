@@ -174,16 +174,20 @@ func startAgent(t *testing.T, rt *Runtime, sched Scheduler) (*logstore.Store, st
 	return startAgentWith(t, rt, sched, nil)
 }
 
-// startAgentWith is startAgent with the agent's configuration edited.
-func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentConfig)) (*logstore.Store, string) {
+// startAgentWith is startAgent with the agent's and its log store's
+// configurations edited.
+func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentConfig, *logstore.Config)) (*logstore.Store, string) {
 	t.Helper()
 	cfg := logstore.DefaultConfig()
 	cfg.Dir = t.TempDir()
+	acfg := DefaultAgentConfig()
+	if edit != nil {
+		edit(&acfg, &cfg)
+	}
 	logs, err := logstore.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	acfg := DefaultAgentConfig()
 	acfg.Node = "n1"
 	acfg.Address = netip.MustParseAddrPort("127.0.0.1:7200")
 	acfg.Capacity = cluster.Resources{CPU: 2, MemoryBytes: 4 << 30}
@@ -191,9 +195,6 @@ func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*Agent
 	acfg.Heartbeat = 200 * time.Millisecond
 	acfg.PollWait = time.Second
 	acfg.ProbeImage = baseImage
-	if edit != nil {
-		edit(&acfg)
-	}
 	a, err := NewAgent(acfg, rt, sched, logs, rt.logger)
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +282,7 @@ func TestAgentNodeMaxLimits(t *testing.T) {
 	rt := newTestRuntime(t)
 	sched := newFakeScheduler()
 	max := cluster.Limits{Pids: 200, Timeout: 10 * time.Minute, WorkspaceBytes: 8 << 20, OutputBytes: 1 << 20}
-	_, wsRoot := startAgentWith(t, rt, sched, func(c *AgentConfig) { c.MaxLimits = max })
+	_, wsRoot := startAgentWith(t, rt, sched, func(c *AgentConfig, _ *logstore.Config) { c.MaxLimits = max })
 	spec := cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
 		Pids: 100, Timeout: time.Minute, WorkspaceBytes: 4 << 20, OutputBytes: 1 << 20,
 		Args: []string{"sh", "-c", "grep 'Max processes' /proc/self/limits | awk '{print $3}' > pids; df -k /workspace | tail -n 1 > df"}}

@@ -439,3 +439,42 @@ func eventsOfCluster(evs []cluster.Event, kind string) []cluster.Event {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestTinyWritesLogCost: a step printing 100,000 single bytes, through
+// the real stack into the agent's log, without coalescing (a frame per
+// write, as before issue 15) and with the default: what the log takes on
+// disk.
+func TestTinyWritesLogCost(t *testing.T) {
+	rt := newTestRuntime(t)
+	script := `i=0; while [ $i -lt 100000 ]; do printf x; i=$((i+1)); done`
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+	}{{"a frame per write", 0}, {"coalesced (default)", logstore.DefaultFlushDelay}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sched := newFakeScheduler()
+			logs, _ := startAgentWith(t, rt, sched, func(_ *AgentConfig, c *logstore.Config) { c.FlushDelay = tc.delay })
+			sched.assign(cluster.Step{ID: "tiny", State: cluster.StatePlaced, Node: "n1", Attempts: 1,
+				Spec: cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Args: []string{"sh", "-c", script}}})
+			start := time.Now()
+			waitLong(t, sched, 3*time.Minute, "exit of tiny", func() bool { _, ok := sched.exits["tiny"]; return ok })
+			kept, frames := keptOutput(t, logs, "tiny")
+			disk := dirBytes(logs.Dir())
+			var size int64
+			ents, _ := os.ReadDir(logs.Dir())
+			for _, e := range ents {
+				if fi, err := e.Info(); err == nil {
+					size += fi.Size()
+				}
+			}
+			t.Logf("%s: %d bytes of output in %d frames; the log's files hold %d bytes (%d allocated); step took %v",
+				tc.name, len(kept), len(frames), size, disk, time.Since(start).Round(time.Millisecond))
+			if len(kept) != 100000 {
+				t.Errorf("kept %d bytes, want 100000", len(kept))
+			}
+			if tc.delay > 0 && size > 1<<20 {
+				t.Errorf("coalesced log holds %d bytes for 100,000 bytes of output, want well under 1 MiB", size)
+			}
+		})
+	}
+}
