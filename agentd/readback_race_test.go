@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -86,23 +87,36 @@ func TestReadBackRace(t *testing.T) {
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
+	var raced atomic.Int64
 	for w := range workers {
 		wg.Go(func() {
 			ws := t.TempDir()
 			for i := w; i < total; i += workers {
-				if !readBackOnce(t, rt, ws, i) {
+				ok, survived := readBackOnce(t, rt, ws, i)
+				if !ok {
 					return
+				}
+				if survived {
+					raced.Add(1)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	t.Logf("%d read-backs racing a surviving mutator in %v (%d at a time)", total, time.Since(start).Round(time.Millisecond), workers)
+	t.Logf("%d read-backs in %v (%d at a time); in %d of them the mutator was seen rewriting the workspace after the step's exit",
+		total, time.Since(start).Round(time.Millisecond), workers, raced.Load())
+	// The runtime itself stops the pod early when the step's output does
+	// not end within ioSettle of its exit (a loaded host): then there was
+	// nothing to race, which must stay rare for the test to mean something.
+	if n := raced.Load(); n < int64(total)*9/10 {
+		t.Errorf("the mutator survived the step's exit in only %d of %d rounds", n, total)
+	}
 }
 
 // readBackOnce runs one step of the mutator in ws and checks its
-// read-back; it reports false after a fatal failure.
-func readBackOnce(t *testing.T, rt *Runtime, ws string, i int) bool {
+// read-back. ok is false after a fatal failure; survived says the mutator
+// was seen rewriting the workspace after the step's exit.
+func readBackOnce(t *testing.T, rt *Runtime, ws string, i int) (ok, survived bool) {
 	ctx := t.Context()
 	st := newStep(t, "sh", "-c", mutator)
 	st.Workspace, st.WorkspaceBytes = ws, 16<<20
@@ -110,7 +124,7 @@ func readBackOnce(t *testing.T, rt *Runtime, ws string, i int) bool {
 	sb, err := rt.Create(ctx, st)
 	if err != nil {
 		t.Errorf("round %d: Create() = %v", i, err)
-		return false
+		return false, false
 	}
 	defer func() {
 		if err := sb.Destroy(ctx); err != nil {
@@ -119,12 +133,12 @@ func readBackOnce(t *testing.T, rt *Runtime, ws string, i int) bool {
 	}()
 	if err := sb.Start(ctx, nopWriter{}, nopWriter{}); err != nil {
 		t.Errorf("round %d: Start() = %v", i, err)
-		return false
+		return false, false
 	}
 	rec, err := sb.Wait(ctx)
 	if err != nil || rec.ExitCode != 0 {
 		t.Errorf("round %d: Wait() = %+v, %v", i, rec, err)
-		return false
+		return false, false
 	}
 	// The step has exited; its mutator goes on.
 	round := func() string { b, _ := os.ReadFile(filepath.Join(sb.wsDir, "round")); return string(b) }
@@ -136,11 +150,11 @@ func readBackOnce(t *testing.T, rt *Runtime, ws string, i int) bool {
 		}
 	}
 	if !moved {
-		t.Errorf("round %d: the workspace did not change after the step exited: no surviving mutator to race", i)
+		t.Logf("round %d: the workspace did not change after the step exited (pod stopped by Wait: %v)", i, sb.podDone)
 	}
 	if err := sb.Quiesce(ctx); err != nil {
 		t.Errorf("round %d: Quiesce() = %v", i, err)
-		return false
+		return false, false
 	}
 	quiesced := treeState(t, sb.wsDir)
 	fail := i%10 == 9
@@ -162,7 +176,7 @@ func readBackOnce(t *testing.T, rt *Runtime, ws string, i int) bool {
 	if again := treeState(t, sb.wsDir); again != quiesced {
 		t.Errorf("round %d: the workspace changed after Quiesce", i)
 	}
-	return true
+	return true, moved
 }
 
 type nopWriter struct{}
