@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
@@ -132,6 +134,7 @@ func TestGatewayStream(t *testing.T) {
 		var bad bool
 		var expected int64 = 1
 		var exit *api.Exit
+		var dropped int64 // the node keeps the default output cap of it
 		start := time.Now()
 		for exit == nil {
 			_, b, err := s.conn.ReadMessage()
@@ -158,6 +161,11 @@ func TestGatewayStream(t *testing.T) {
 					t.Errorf("frame %d carries bytes other than x", fr.Seq)
 				}
 				n += int64(len(out))
+			case api.KindEvent:
+				var e api.Event
+				if err := json.Unmarshal(fr.Data, &e); err == nil && e.Kind == "output_truncated" {
+					dropped += e.DroppedBytes
+				}
 			case api.KindExit:
 				x, err := fr.Exit()
 				if err != nil {
@@ -180,8 +188,9 @@ func TestGatewayStream(t *testing.T) {
 		t.Logf("read %d bytes in %d frames in %v through the gateway: %.1f MB/s (client limit %.1f MB/s)",
 			n, frames, elapsed.Round(time.Millisecond), float64(n)/1e6/elapsed.Seconds(), float64(rate)/1e6)
 		t.Logf("gateway VmRSS: baseline %.1f MB, peak %.1f MB, growth %.1f MB", float64(baseline)/1024, float64(peak)/1024, float64(growth)/1024)
-		if n != total {
-			t.Errorf("read %d stdout bytes, want %d", n, total)
+		if n+dropped != total || n > cluster.DefaultLimits.OutputBytes {
+			t.Errorf("read %d stdout bytes and an output_truncated event dropping %d, want at most the default cap %d kept of %d, the rest counted",
+				n, dropped, cluster.DefaultLimits.OutputBytes, total)
 		}
 		if exit.ExitCode == nil || *exit.ExitCode != 0 || exit.StdoutBytes != total {
 			t.Errorf("exit %+v, want exit 0 with %d stdout bytes", exit, total)
