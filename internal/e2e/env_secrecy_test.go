@@ -50,7 +50,7 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 
 	f := &fleet{}
 	schedDir := startEnvScheduler(t, f)
-	agent := startDebugAgent(t, f, "env-node-k4")
+	agent := startAgentLogging(t, f, "env-node-k4", "debug")
 	const ownerEmail = "owner@example.com"
 	g := startGateway(t, f, ownerEmail)
 	password := g.ownerPassword(t, ownerEmail)
@@ -306,28 +306,4 @@ func startEnvScheduler(t *testing.T, f *fleet) string {
 		return err == nil && len(ms) == 1 && ms[0].Leader
 	})
 	return dir
-}
-
-// startDebugAgent is startNamedAgent with agentd logging at debug level.
-func startDebugAgent(t *testing.T, f *fleet, id string) agentInfo {
-	t.Helper()
-	if f.wsRoot == "" {
-		f.wsRoot = t.TempDir()
-	}
-	a := agentInfo{id: id, listen: freePort(t), dataDir: t.TempDir()}
-	f.agentAddrs = append(f.agentAddrs, a.listen)
-	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
-		"--node-id", id, "--data-dir", a.dataDir, "--listen", a.listen, "--workspace-root", f.wsRoot,
-		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "debug", "--network", "none"))
-	c := newClient(t, f.urls())
-	waitFor(t, 60*time.Second, "node "+id+" ready", func() bool {
-		nodes, err := c.Nodes(t.Context())
-		for _, nd := range nodes {
-			if nd.ID == id && nd.State == "ready" {
-				return err == nil
-			}
-		}
-		return false
-	})
-	return a
 }
