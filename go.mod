@@ -24,6 +24,8 @@ require (
 	golang.org/x/sys v0.48.0
 )
 
+require github.com/google/btree v1.1.2 // indirect
+
 require (
 	github.com/Microsoft/go-winio v0.6.3-0.20251027160822-ad3df93bed29 // indirect
 	github.com/Microsoft/hcsshim v0.15.0-rc.4 // indirect

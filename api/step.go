@@ -28,18 +28,19 @@ type StepRequest struct {
 	// reserved on the node while the step is live, and are its limits.
 	CPU         float64 `json:"cpu"`
 	MemoryBytes int64   `json:"memory_bytes"`
-	// Pids caps the step's processes; zero is unlimited.
-	Pids int64 `json:"pids,omitempty"`
-	// Timeout is the step's wall-clock limit, as a Go duration string
-	// ("30s"); zero is none.
-	Timeout Duration `json:"timeout,omitzero"`
-	// WorkspaceBytes caps the step's workspace; OutputBytes the output kept
-	// of it (cluster.Limits).
-	WorkspaceBytes int64  `json:"workspace_bytes,omitempty"`
-	OutputBytes    int64  `json:"output_bytes,omitempty"`
-	Workspace      string `json:"workspace,omitempty"`
-	NoInternet     bool   `json:"no_internet,omitempty"`
-	TTY            bool   `json:"tty,omitempty"`
+	// Pids caps the step's processes; Timeout is its wall-clock limit, as
+	// a Go duration string ("30s"); WorkspaceBytes caps its workspace and
+	// OutputBytes the output kept of it. In a request, zero (or absent) is
+	// the default (cluster.DefaultLimits: 1024, 1h, 1 GiB, 64 MiB) and a
+	// limit outside [cluster.MinLimits, cluster.MaxLimits] is refused; in
+	// answers they are the limits in force.
+	Pids           int64    `json:"pids,omitempty"`
+	Timeout        Duration `json:"timeout,omitzero"`
+	WorkspaceBytes int64    `json:"workspace_bytes,omitempty"`
+	OutputBytes    int64    `json:"output_bytes,omitempty"`
+	Workspace      string   `json:"workspace,omitempty"`
+	NoInternet     bool     `json:"no_internet,omitempty"`
+	TTY            bool     `json:"tty,omitempty"`
 	// Idempotent steps are placed again after their node is lost; others
 	// run at most once.
 	Idempotent bool `json:"idempotent,omitempty"`

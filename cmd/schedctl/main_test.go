@@ -87,7 +87,7 @@ func fullStep() api.Step {
 			Exited: at, CleanedUp: at},
 		Events: []api.Event{{Time: at, Kind: "cancel_requested", Message: "cancel requested"}},
 		Spec: api.StepRequest{Image: "base", Args: []string{"sleep", "60"}, CPU: 1, MemoryBytes: 512 << 20,
-			EnvNames: []string{"TOKEN", "MODE"}},
+			EnvNames: []string{"TOKEN", "MODE"}, Pids: 1024, Timeout: api.Duration(time.Hour), WorkspaceBytes: 1 << 30, OutputBytes: 64 << 20},
 	}
 }
 
@@ -250,7 +250,7 @@ func TestTables(t *testing.T) {
 
 	r := schedctl(t, f.srv.URL, nil, "step", "s1")
 	for _, want := range []string{"state:", "cancelled", "exit code:", "137", "cancel:", "confirmed", "events:", "cancel_requested",
-		"env:            TOKEN MODE"} {
+		"env:            TOKEN MODE", "limits:         pids 1024, timeout 1h0m0s, workspace 1Gi, output 64Mi"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("step s1 printed %q; want it to contain %q", r.stdout, want)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/rodon-compute/rodon/api"
 )
@@ -63,6 +64,7 @@ func printStep(w io.Writer, s api.Step) error {
 		kv.row("env:", strings.Join(s.Spec.EnvNames, " "))
 	}
 	kv.row("resources:", fmt.Sprintf("%s cpu, %s memory", fmtCPU(s.Spec.CPU), fmtBytes(s.Spec.MemoryBytes)))
+	kv.row("limits:", fmtLimits(s.Spec))
 	if c := s.Cancel; c != nil {
 		desc := "requested " + fmtTime(c.RequestedAt)
 		switch {
@@ -100,4 +102,11 @@ func printStep(w io.Writer, s api.Step) error {
 		t.row("  "+fmtTime(e.Time), e.Kind, strings.ReplaceAll(e.Message, "\n", " "))
 	}
 	return t.flush()
+}
+
+// fmtLimits describes the limits in force of a step: its pids, timeout,
+// workspace size and output cap, as `schedctl run` takes them.
+func fmtLimits(r api.StepRequest) string {
+	return fmt.Sprintf("pids %d, timeout %v, workspace %s, output %s",
+		r.Pids, time.Duration(r.Timeout), fmtBytes(r.WorkspaceBytes), fmtBytes(r.OutputBytes))
 }
