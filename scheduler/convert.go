@@ -144,6 +144,10 @@ func apiSteps(steps []cluster.Step) []api.Step {
 	return out
 }
 
+func apiLimits(l cluster.Limits) api.Limits {
+	return api.Limits{Pids: l.Pids, Timeout: api.Duration(l.Timeout), WorkspaceBytes: l.WorkspaceBytes, OutputBytes: l.OutputBytes}
+}
+
 // apiNode converts a node record to its public form, given its
 // reservations and the steps that ran on it (for the drain's completion).
 func apiNode(n cluster.Node, u Usage, steps []cluster.Step) api.Node {
@@ -155,6 +159,7 @@ func apiNode(n cluster.Node, u Usage, steps []cluster.Step) api.Node {
 		Reserved:        api.Resources{CPU: float64(u.MilliCPU) / 1000, MemoryBytes: u.MemoryBytes},
 		Running:         u.Live,
 		Labels:          n.Labels,
+		MaxLimits:       apiLimits(nodeMaxLimits(n.MaxLimits)),
 		LastHeartbeat:   n.LastHeartbeat,
 		DownSince:       n.DownSince,
 		DownReason:      n.DownReason,

@@ -72,7 +72,7 @@ type fit int
 const (
 	fitOK       fit = iota
 	fitNotReady     // the node does not take steps
-	fitTooSmall     // the node's total capacity is too small
+	fitTooSmall     // the node's total capacity or its maxima of step limits are too small
 	fitFull         // reservations leave too little
 	fitStarting     // the node starts as many steps as it may
 )
@@ -84,6 +84,8 @@ func checkFit(n *cluster.Node, u Usage, spec cluster.StepSpec) fit {
 	case n.State != cluster.NodeReady:
 		return fitNotReady
 	case cpu > capCPU || spec.MemoryBytes > n.Capacity.MemoryBytes:
+		return fitTooSmall
+	case !covers(nodeMaxLimits(n.MaxLimits), limitsOfSpec(spec)):
 		return fitTooSmall
 	case cpu > capCPU-u.MilliCPU || spec.MemoryBytes > n.Capacity.MemoryBytes-u.MemoryBytes:
 		return fitFull

@@ -64,7 +64,8 @@ func printStep(w io.Writer, s api.Step) error {
 		kv.row("env:", strings.Join(s.Spec.EnvNames, " "))
 	}
 	kv.row("resources:", fmt.Sprintf("%s cpu, %s memory", fmtCPU(s.Spec.CPU), fmtBytes(s.Spec.MemoryBytes)))
-	kv.row("limits:", fmtLimits(s.Spec))
+	kv.row("limits:", fmtLimits(api.Limits{Pids: s.Spec.Pids, Timeout: s.Spec.Timeout,
+		WorkspaceBytes: s.Spec.WorkspaceBytes, OutputBytes: s.Spec.OutputBytes}))
 	if c := s.Cancel; c != nil {
 		desc := "requested " + fmtTime(c.RequestedAt)
 		switch {
@@ -104,9 +105,9 @@ func printStep(w io.Writer, s api.Step) error {
 	return t.flush()
 }
 
-// fmtLimits describes the limits in force of a step: its pids, timeout,
-// workspace size and output cap, as `schedctl run` takes them.
-func fmtLimits(r api.StepRequest) string {
+// fmtLimits describes step limits (a step's in force, or a node's
+// maxima): pids, timeout, workspace size and output cap.
+func fmtLimits(l api.Limits) string {
 	return fmt.Sprintf("pids %d, timeout %v, workspace %s, output %s",
-		r.Pids, time.Duration(r.Timeout), fmtBytes(r.WorkspaceBytes), fmtBytes(r.OutputBytes))
+		l.Pids, time.Duration(l.Timeout), fmtBytes(l.WorkspaceBytes), fmtBytes(l.OutputBytes))
 }
