@@ -184,8 +184,13 @@ type Step struct {
 	// EventsDropped counts older ones no longer kept.
 	Events        []Event `json:"events"`
 	EventsDropped int     `json:"events_dropped,omitempty"`
-	CreateIndex   uint64  `json:"create_index"`
-	ModifyIndex   uint64  `json:"modify_index"`
+	// EndedAt is the leader's time of the step's move to a terminal
+	// state; zero while it is not terminal (and in records made before
+	// it existed). Terminal steps are compacted out of the replicated
+	// state a retention period after it.
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	CreateIndex uint64    `json:"create_index"`
+	ModifyIndex uint64    `json:"modify_index"`
 }
 
 // Cancel is the state of a user's request to cancel a step. A cancel is

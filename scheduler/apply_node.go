@@ -97,7 +97,7 @@ func (st *State) applyRegisterNode(idx uint64, c *cluster.RegisterNode) any {
 	n.DownSince, n.DownReason = time.Time{}, ""
 	n.State = liveState(n)
 	n.ModifyIndex = idx
-	st.nodes[n.ID] = n
+	st.putNode(n)
 	return nil
 }
 

@@ -29,12 +29,7 @@ func (st *State) applyRecordPut(idx uint64, c *RecordPut) any {
 			c.Kind, c.ID, c.Version, old.Version, ErrVersionMismatch)
 	}
 	r := &Record{Kind: c.Kind, ID: c.ID, Version: c.Version + 1, Value: c.Value, ModifyIndex: idx}
-	byID := st.records[c.Kind]
-	if byID == nil {
-		byID = make(map[string]*Record)
-		st.records[c.Kind] = byID
-	}
-	byID[c.ID] = r
+	st.putRecord(c.Kind, c.ID, r)
 	out := r.clone()
 	return &out
 }
@@ -58,10 +53,7 @@ func (st *State) applyRecordDelete(_ uint64, c *RecordDelete) any {
 		return fmt.Errorf("record %s/%s: delete names version %d, but the current version is %d: %w",
 			c.Kind, c.ID, c.Version, old.Version, ErrVersionMismatch)
 	}
-	delete(st.records[c.Kind], c.ID)
-	if len(st.records[c.Kind]) == 0 {
-		delete(st.records, c.Kind)
-	}
+	st.putRecord(c.Kind, c.ID, nil)
 	return nil
 }
 

@@ -81,9 +81,14 @@ func (s *Server) handleRecords(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p, err := pageOf(r, cursorRecords)
+	if err != nil {
+		return err
+	}
 	st := s.fsm.State()
 	idx := st.Index()
-	recs := st.Records(kind, r.URL.Query().Get("prefix"))
+	recs, next, more := st.RecordsPage(kind, r.URL.Query().Get("prefix"), p.key, p.limit)
+	setNext(w, cursorRecords, next, more)
 	out := make([]api.Record, len(recs))
 	for i, rec := range recs {
 		out[i] = apiRecord(rec)

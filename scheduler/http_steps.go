@@ -70,9 +70,19 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) error {
 	if f.State != "" && !slices.Contains(stepStates, f.State) {
 		return badRequest("query parameter state %q: want one of %s", f.State, joinStates(stepStates))
 	}
+	p, err := pageOf(r, cursorSteps)
+	if err != nil {
+		return err
+	}
+	from, err := stepCursor(p.key)
+	if err != nil {
+		return err
+	}
 	st := s.fsm.State()
 	idx := st.Index()
-	writeIndexed(w, http.StatusOK, idx, apiSteps(st.Steps(f)))
+	steps, next, more := st.StepsPage(f, from, p.limit)
+	setNext(w, cursorSteps, stepCursorKey(next), more)
+	writeIndexed(w, http.StatusOK, idx, apiSteps(steps))
 	return nil
 }
 

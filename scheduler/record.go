@@ -138,12 +138,15 @@ func (st *State) Records(kind, prefix string) []Record {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	out := []Record{}
-	for id, r := range st.records[kind] {
-		if strings.HasPrefix(id, prefix) {
+	if t := st.recordOrder[kind]; t != nil {
+		t.AscendGreaterOrEqual(&Record{ID: prefix}, func(r *Record) bool {
+			if !strings.HasPrefix(r.ID, prefix) {
+				return false
+			}
 			out = append(out, r.clone())
-		}
+			return true
+		})
 	}
-	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

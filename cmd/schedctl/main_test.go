@@ -248,7 +248,23 @@ func TestTables(t *testing.T) {
 		}
 	}
 
-	r := schedctl(t, f.srv.URL, nil, "step", "s1")
+	// One page at a time: the next page's cursor is on stderr.
+	r := schedctl(t, f.srv.URL, nil, "steps", "--limit", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "s1") || strings.Contains(r.stdout, "s2") ||
+		!strings.Contains(r.stderr, "more steps: schedctl steps --limit 1 --cursor 1") {
+		t.Errorf("steps --limit 1 = %v; want s1 and the cursor of the next page", r)
+	}
+	r = schedctl(t, f.srv.URL, nil, "steps", "--limit", "1", "--cursor", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "s2") || strings.Contains(r.stdout, "s1 ") || r.stderr != "" {
+		t.Errorf("steps --limit 1 --cursor 1 = %v; want s2, the last page", r)
+	}
+	for _, bad := range [][]string{{"--limit", "-1"}, {"--limit", "1001"}, {"--cursor", "1"}} {
+		if r := schedctl(t, f.srv.URL, nil, append([]string{"steps"}, bad...)...); r.code != exitUsage || !strings.Contains(r.stderr, bad[0]) {
+			t.Errorf("steps %s %s = %v; want a usage error naming %s", bad[0], bad[1], r, bad[0])
+		}
+	}
+
+	r = schedctl(t, f.srv.URL, nil, "step", "s1")
 	for _, want := range []string{"state:", "cancelled", "exit code:", "137", "cancel:", "confirmed", "events:", "cancel_requested",
 		"env:            TOKEN MODE", "limits:         pids 1024, timeout 1h0m0s, workspace 1Gi, output 64Mi"} {
 		if !strings.Contains(r.stdout, want) {
