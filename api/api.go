@@ -39,6 +39,9 @@ const (
 	CodeCapacityExhausted = "capacity_exhausted"
 	// CodeForbidden: the caller's identity may not take this action.
 	CodeForbidden = "forbidden"
+	// CodeUnplaceable: no node could ever take the step (422); it is
+	// recorded failed with the typed cause (Step.Unplaceable).
+	CodeUnplaceable = "unplaceable"
 )
 
 // NewError returns the error body with code and message.

@@ -177,9 +177,12 @@ type Step struct {
 	ExitCode     *int         `json:"exit_code,omitempty"`
 	TerminatedBy TerminatedBy `json:"terminated_by,omitempty"`
 	// Reason explains a failure, a loss or an expiry for people.
-	Reason string  `json:"reason,omitempty"`
-	Cancel *Cancel `json:"cancel,omitempty"`
-	Phases Phases  `json:"phases"`
+	Reason string `json:"reason,omitempty"`
+	// Unplaceable is the typed cause of a step that failed because no
+	// node could ever take it.
+	Unplaceable *Unplaceable `json:"unplaceable,omitempty"`
+	Cancel      *Cancel      `json:"cancel,omitempty"`
+	Phases      Phases       `json:"phases"`
 	// Events are the latest MaxEvents lifecycle events, oldest first;
 	// EventsDropped counts older ones no longer kept.
 	Events        []Event `json:"events"`
@@ -241,6 +244,7 @@ func (s Step) Clone() Step {
 		c := *s.Cancel
 		s.Cancel = &c
 	}
+	s.Unplaceable = s.Unplaceable.Clone()
 	return s
 }
 

@@ -208,7 +208,7 @@ func (st *State) markLost(idx uint64, id cluster.NodeID, reason string, at time.
 			st.putStep(old, s)
 			continue
 		}
-		s.State, s.TerminatedBy = cluster.StateLost, cluster.ByNodeLost
+		s.State, s.TerminatedBy, s.EndedAt = cluster.StateLost, cluster.ByNodeLost, at
 		switch {
 		case s.Cancel != nil:
 			s.Reason = lost + "; not re-run: a cancel was requested"

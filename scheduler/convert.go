@@ -123,6 +123,8 @@ func apiStep(s cluster.Step) api.Step {
 		Phases:       api.Phases(s.Phases),
 		Events:       make([]api.Event, 0, len(s.Events)),
 		Reason:       s.Reason,
+		Unplaceable:  apiUnplaceable(s.Unplaceable),
+		EndedAt:      s.EndedAt,
 		Spec:         requestOf(s.Spec),
 		CreateIndex:  s.CreateIndex,
 		ModifyIndex:  s.ModifyIndex,
@@ -132,6 +134,17 @@ func apiStep(s cluster.Step) api.Step {
 	}
 	for _, e := range s.Events {
 		out.Events = append(out.Events, api.Event(e))
+	}
+	return out
+}
+
+func apiUnplaceable(u *cluster.Unplaceable) *api.Unplaceable {
+	if u == nil {
+		return nil
+	}
+	out := &api.Unplaceable{Node: string(u.Node), Unregistered: u.Unregistered, NoSingleNode: u.NoSingleNode}
+	for _, m := range u.Missing {
+		out.Missing = append(out.Missing, api.Shortfall(m))
 	}
 	return out
 }

@@ -80,6 +80,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyRestore(idx, decode[cluster.Restore](l))
 	case cluster.CmdSetGateway:
 		return st.applySetGateway(idx, decode[cluster.SetGateway](l))
+	case cluster.CmdStepUnplaceable:
+		return st.applyStepUnplaceable(idx, decode[cluster.StepUnplaceable](l))
+	case cluster.CmdStepsWaiting:
+		return st.applyStepsWaiting(idx, decode[cluster.StepsWaiting](l))
+	case cluster.CmdStartTimeout:
+		return st.applyStartTimeout(idx, decode[cluster.StartTimeout](l))
 	case CmdRecordPut:
 		return st.applyRecordPut(idx, decode[RecordPut](l))
 	case CmdRecordDelete:

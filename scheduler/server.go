@@ -43,8 +43,15 @@ type Config struct {
 	// declares it down (--node-ttl).
 	NodeTTL time.Duration
 	// QueueTimeout is how long a step may wait in the queue before it
-	// expires; zero waits forever.
+	// expires (--queue-timeout).
 	QueueTimeout time.Duration
+	// StartTimeout is how long a placed step may wait for its node to
+	// report it starting, and CreateTimeout how long after its placement
+	// it may take to be running; past either the attempt is taken back: an
+	// idempotent step is queued again, any other fails (--start-timeout,
+	// --create-timeout).
+	StartTimeout  time.Duration
+	CreateTimeout time.Duration
 	// MaxWait caps the wait of a long poll (?wait=).
 	MaxWait time.Duration
 	// ShutdownTimeout bounds the wait for requests in flight when Run's
@@ -70,7 +77,10 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultNodeTTL = 10 * time.Second
+	DefaultNodeTTL       = 10 * time.Second
+	DefaultQueueTimeout  = time.Hour
+	DefaultStartTimeout  = 2 * time.Minute
+	DefaultCreateTimeout = 10 * time.Minute
 	// defaultWait is the wait of a long poll that names none.
 	defaultWait = 30 * time.Second
 )
@@ -80,7 +90,9 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		NodeTTL:         DefaultNodeTTL,
-		QueueTimeout:    time.Hour,
+		QueueTimeout:    DefaultQueueTimeout,
+		StartTimeout:    DefaultStartTimeout,
+		CreateTimeout:   DefaultCreateTimeout,
 		MaxWait:         5 * time.Minute,
 		ShutdownTimeout: 10 * time.Second,
 		Raft:            DefaultRaftConfig(),
@@ -89,7 +101,7 @@ func DefaultConfig() Config {
 
 // Server is one scheduler member: a Raft member replicating the FSM, the
 // HTTP API of docs/PROTOCOL.md, and, while it leads, the leader loops
-// (placement, node TTL, drain deadlines, queue expiry). Build it with New
+// (placement, node TTL, drain deadlines, queue expiry, start timeouts). Build it with New
 // and call Run once.
 type Server struct {
 	cfg     Config
@@ -129,8 +141,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, errors.New("scheduler: bootstrap and join are exclusive: bootstrap the first member, join the others to it")
 	case cfg.NodeTTL <= 0:
 		return nil, fmt.Errorf("scheduler: node ttl %v: must be positive", cfg.NodeTTL)
-	case cfg.QueueTimeout < 0:
-		return nil, fmt.Errorf("scheduler: queue timeout %v: must not be negative", cfg.QueueTimeout)
+	case cfg.QueueTimeout <= 0:
+		return nil, fmt.Errorf("scheduler: queue timeout %v: must be positive", cfg.QueueTimeout)
+	case cfg.StartTimeout <= 0:
+		return nil, fmt.Errorf("scheduler: start timeout %v: must be positive", cfg.StartTimeout)
+	case cfg.CreateTimeout < cfg.StartTimeout:
+		return nil, fmt.Errorf("scheduler: create timeout %v: must be at least the start timeout %v", cfg.CreateTimeout, cfg.StartTimeout)
 	case cfg.MaxWait <= 0:
 		return nil, fmt.Errorf("scheduler: max wait %v: must be positive", cfg.MaxWait)
 	}
