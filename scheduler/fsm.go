@@ -32,7 +32,8 @@ func NewFSM(logger *slog.Logger) *FSM {
 func (f *FSM) State() *State { return f.st }
 
 // Apply applies one log entry, [type byte][JSON command], and returns nil,
-// a result (*cluster.HeartbeatResult, *Record, *AuditEntry) or a business
+// a result (*cluster.HeartbeatResult, *Record, *AuditEntry, *CompactResult,
+// *AuditDropResult) or a business
 // error (an error value: the command was logged but changed nothing). An
 // unknown type without cluster.IgnorableFlag, or a payload that does not
 // decode, panics: the log is corrupt or this member is older than the
@@ -86,6 +87,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyStepsWaiting(idx, decode[cluster.StepsWaiting](l))
 	case cluster.CmdStartTimeout:
 		return st.applyStartTimeout(idx, decode[cluster.StartTimeout](l))
+	case cluster.CmdCompactSteps:
+		return st.applyCompactSteps(idx, decode[cluster.CompactSteps](l))
 	case CmdRecordPut:
 		return st.applyRecordPut(idx, decode[RecordPut](l))
 	case CmdRecordDelete:

@@ -90,6 +90,7 @@ func (s *Server) leaderLoops(since time.Time) []leaderLoop {
 		{"drain", s.checkDrains},
 		{"queue_expiry", s.expireQueued},
 		{"start_timeout", s.checkStarts},
+		{"compaction", s.compactSteps},
 	}
 }
 

@@ -109,6 +109,35 @@ func (s *Server) checkStarts(ctx context.Context) time.Time {
 	return next
 }
 
+// compactSteps removes from the replicated state the terminal steps that
+// ended more than StepRetention ago, maxCompact per compact_steps entry
+// (each entry wakes the loop for the next), and is due again when the
+// oldest remaining one's retention ends.
+func (s *Server) compactSteps(ctx context.Context) time.Time {
+	oldest, ok := s.fsm.State().OldestEnded()
+	if !ok {
+		return time.Time{} // nothing ended: a change of the state wakes the loop
+	}
+	now := s.now()
+	before := now.Add(-s.cfg.StepRetention)
+	if !oldest.Before(before) {
+		return oldest.Add(s.cfg.StepRetention).Add(time.Millisecond)
+	}
+	res, err := s.raft.Apply(ctx, cluster.CompactSteps{Before: before, Limit: maxCompact, At: now})
+	if err != nil {
+		s.loopError(ctx, "compact steps", err)
+		return now.Add(time.Second)
+	}
+	n := 0
+	if r, ok := res.(*CompactResult); ok {
+		n = r.Dropped
+	}
+	s.metrics.compacted.Add(float64(n))
+	s.metrics.compactionRun.Set(float64(now.UnixNano()) / 1e9)
+	s.logger.Info("terminal steps compacted", "steps", n, "ended_before", before, "retention", s.cfg.StepRetention)
+	return time.Time{}
+}
+
 // checkNodes declares down the nodes silent for longer than the TTL. A
 // node's silence counts from its last heartbeat, or from when this member
 // became the leader (since), whichever is later: a new leader gives every

@@ -22,6 +22,10 @@ type metrics struct {
 	placement prometheus.Histogram
 	forwarded prometheus.Counter
 	forbidden *prometheus.CounterVec
+	// compacted counts the terminal steps the compaction removed, and
+	// compactionRun is when it last removed some (on the leader).
+	compacted     prometheus.Counter
+	compactionRun prometheus.Gauge
 }
 
 func newMetrics(s *Server) *metrics {
@@ -49,8 +53,16 @@ func newMetrics(s *Server) *metrics {
 			Name: "rodon_scheduler_http_forbidden_total",
 			Help: "Requests refused (403) because the caller's identity may not take the route, by the caller's role and route pattern.",
 		}, []string{"role", "route"}),
+		compacted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rodon_scheduler_compacted_steps_total",
+			Help: "Terminal steps this member, as the leader, compacted out of the replicated state after the retention (--step-retention).",
+		}),
+		compactionRun: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rodon_scheduler_compaction_last_run_timestamp_seconds",
+			Help: "When this member, as the leader, last compacted terminal steps (Unix time; 0: never).",
+		}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.placement, m.forwarded, m.forbidden, stateCollector{s},
+	m.reg.MustRegister(m.requests, m.duration, m.placement, m.forwarded, m.forbidden, m.compacted, m.compactionRun, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.cfg.TLS != nil {
 		m.reg.MustRegister(s.cfg.TLS.Collector())

@@ -52,6 +52,10 @@ type Config struct {
 	// --create-timeout).
 	StartTimeout  time.Duration
 	CreateTimeout time.Duration
+	// StepRetention is how long a terminal step stays in the replicated
+	// state after it ended; then the leader compacts it out
+	// (--step-retention).
+	StepRetention time.Duration
 	// MaxWait caps the wait of a long poll (?wait=).
 	MaxWait time.Duration
 	// ShutdownTimeout bounds the wait for requests in flight when Run's
@@ -81,6 +85,15 @@ const (
 	DefaultQueueTimeout  = time.Hour
 	DefaultStartTimeout  = 2 * time.Minute
 	DefaultCreateTimeout = 10 * time.Minute
+	// The largest bounds New accepts: past them a step would hold its
+	// reservation, or its queue slot, for longer than anyone waits.
+	MaxQueueTimeout  = 7 * 24 * time.Hour
+	MaxStartTimeout  = time.Hour
+	MaxCreateTimeout = 24 * time.Hour
+	// DefaultStepRetention is SPEC's 7 days; MaxStepRetention bounds the
+	// replicated state's growth by ended steps.
+	DefaultStepRetention = 7 * 24 * time.Hour
+	MaxStepRetention     = 90 * 24 * time.Hour
 	// defaultWait is the wait of a long poll that names none.
 	defaultWait = 30 * time.Second
 )
@@ -93,6 +106,7 @@ func DefaultConfig() Config {
 		QueueTimeout:    DefaultQueueTimeout,
 		StartTimeout:    DefaultStartTimeout,
 		CreateTimeout:   DefaultCreateTimeout,
+		StepRetention:   DefaultStepRetention,
 		MaxWait:         5 * time.Minute,
 		ShutdownTimeout: 10 * time.Second,
 		Raft:            DefaultRaftConfig(),
@@ -101,7 +115,8 @@ func DefaultConfig() Config {
 
 // Server is one scheduler member: a Raft member replicating the FSM, the
 // HTTP API of docs/PROTOCOL.md, and, while it leads, the leader loops
-// (placement, node TTL, drain deadlines, queue expiry, start timeouts). Build it with New
+// (placement, node TTL, drain deadlines, queue expiry, start timeouts,
+// compaction). Build it with New
 // and call Run once.
 type Server struct {
 	cfg     Config
@@ -141,12 +156,14 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, errors.New("scheduler: bootstrap and join are exclusive: bootstrap the first member, join the others to it")
 	case cfg.NodeTTL <= 0:
 		return nil, fmt.Errorf("scheduler: node ttl %v: must be positive", cfg.NodeTTL)
-	case cfg.QueueTimeout <= 0:
-		return nil, fmt.Errorf("scheduler: queue timeout %v: must be positive", cfg.QueueTimeout)
-	case cfg.StartTimeout <= 0:
-		return nil, fmt.Errorf("scheduler: start timeout %v: must be positive", cfg.StartTimeout)
-	case cfg.CreateTimeout < cfg.StartTimeout:
-		return nil, fmt.Errorf("scheduler: create timeout %v: must be at least the start timeout %v", cfg.CreateTimeout, cfg.StartTimeout)
+	case cfg.QueueTimeout <= 0 || cfg.QueueTimeout > MaxQueueTimeout:
+		return nil, fmt.Errorf("scheduler: queue timeout %v: want more than 0, at most %v", cfg.QueueTimeout, MaxQueueTimeout)
+	case cfg.StartTimeout <= 0 || cfg.StartTimeout > MaxStartTimeout:
+		return nil, fmt.Errorf("scheduler: start timeout %v: want more than 0, at most %v", cfg.StartTimeout, MaxStartTimeout)
+	case cfg.StepRetention <= 0 || cfg.StepRetention > MaxStepRetention:
+		return nil, fmt.Errorf("scheduler: step retention %v: want more than 0, at most %v", cfg.StepRetention, MaxStepRetention)
+	case cfg.CreateTimeout < cfg.StartTimeout || cfg.CreateTimeout > MaxCreateTimeout:
+		return nil, fmt.Errorf("scheduler: create timeout %v: want at least the start timeout %v, at most %v", cfg.CreateTimeout, cfg.StartTimeout, MaxCreateTimeout)
 	case cfg.MaxWait <= 0:
 		return nil, fmt.Errorf("scheduler: max wait %v: must be positive", cfg.MaxWait)
 	}

@@ -83,6 +83,25 @@ func (st *State) orderStep(s *cluster.Step, sign int) {
 	}
 }
 
+// removeStep removes s, a terminal step, from the state and its indexes.
+// The caller holds mu for writing.
+func (st *State) removeStep(s *cluster.Step) {
+	st.indexStep(s, -1)
+	delete(st.steps, s.ID)
+}
+
+// OldestEnded returns when the terminal step that ended first ended;
+// false when no step is terminal.
+func (st *State) OldestEnded() (time.Time, bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	s, ok := st.ended.Min()
+	if !ok {
+		return time.Time{}, false
+	}
+	return endedAt(s), true
+}
+
 // StepCursor is where a page of steps starts: the first step submitted
 // at or after it (CreateIndex, then ID). The zero cursor is the first.
 type StepCursor struct {

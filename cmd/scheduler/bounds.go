@@ -9,36 +9,53 @@ import (
 )
 
 // boundFlags are the bounds of `scheduler serve` on how long anything
-// may wait (docs/PROTOCOL.md, "Steps that cannot wait forever"): every one
-// has a default and must be positive.
+// may wait or be kept (docs/PROTOCOL.md, "Steps that cannot wait forever"
+// and "Retention"): every one has a default, a minimum and a maximum.
 type boundFlags struct {
 	queueTimeout  time.Duration
 	startTimeout  time.Duration
 	createTimeout time.Duration
+	stepRetention time.Duration
+}
+
+// bound is one bound flag's value and range.
+type bound struct {
+	name     string
+	v        *time.Duration
+	min, max time.Duration
+	help     string
+}
+
+func (b *boundFlags) list() []bound {
+	return []bound{
+		{"queue-timeout", &b.queueTimeout, time.Second, scheduler.MaxQueueTimeout,
+			"how long a step may wait in the queue for capacity before it expires"},
+		{"start-timeout", &b.startTimeout, 100 * time.Millisecond, scheduler.MaxStartTimeout,
+			"how long a placed step may wait for its node to report it starting; then an idempotent step is placed again and any other fails"},
+		{"create-timeout", &b.createTimeout, 100 * time.Millisecond, scheduler.MaxCreateTimeout,
+			"how long after its placement a step may take to be running (its image pulled, its sandbox started); then as --start-timeout"},
+		{"step-retention", &b.stepRetention, time.Second, scheduler.MaxStepRetention,
+			"how long an ended step stays in the replicated state; then the leader compacts it out (404 from then on)"},
+	}
 }
 
 func (b *boundFlags) register(fs *flag.FlagSet, d scheduler.Config) {
-	fs.DurationVar(&b.queueTimeout, "queue-timeout", d.QueueTimeout,
-		"how long a step may wait in the queue for capacity before it expires")
-	fs.DurationVar(&b.startTimeout, "start-timeout", d.StartTimeout,
-		"how long a placed step may wait for its node to report it starting; then an idempotent step is placed again and any other fails")
-	fs.DurationVar(&b.createTimeout, "create-timeout", d.CreateTimeout,
-		"how long after its placement a step may take to be running (its image pulled, its sandbox started); then as --start-timeout")
+	b.queueTimeout, b.startTimeout, b.createTimeout, b.stepRetention = d.QueueTimeout, d.StartTimeout, d.CreateTimeout, d.StepRetention
+	for _, f := range b.list() {
+		fs.DurationVar(f.v, f.name, *f.v, fmt.Sprintf("%s (%v to %v)", f.help, f.min, f.max))
+	}
 }
 
 // apply checks the bounds and sets them in c; every error names the flag.
 func (b *boundFlags) apply(c *scheduler.Config) error {
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"--queue-timeout", b.queueTimeout}, {"--start-timeout", b.startTimeout}, {"--create-timeout", b.createTimeout}} {
-		if f.v <= 0 {
-			return fmt.Errorf("%w: %s %v: must be a positive duration such as 10m", errUsage, f.name, f.v)
+	for _, f := range b.list() {
+		if *f.v < f.min || *f.v > f.max {
+			return fmt.Errorf("%w: --%s %v: want %v to %v", errUsage, f.name, *f.v, f.min, f.max)
 		}
 	}
 	if b.createTimeout < b.startTimeout {
 		return fmt.Errorf("%w: --create-timeout %v: must be at least --start-timeout %v", errUsage, b.createTimeout, b.startTimeout)
 	}
-	c.QueueTimeout, c.StartTimeout, c.CreateTimeout = b.queueTimeout, b.startTimeout, b.createTimeout
+	c.QueueTimeout, c.StartTimeout, c.CreateTimeout, c.StepRetention = b.queueTimeout, b.startTimeout, b.createTimeout, b.stepRetention
 	return nil
 }
