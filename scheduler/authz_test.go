@@ -136,6 +136,7 @@ var matrixRows = map[string][]matrixCase{
 	"DELETE /v1/records/{kind}/{id}": {{path: fixedPath("/v1/records/users/b?version=1"), allow: gatewayOnly, ok: 204}},
 	"POST /v1/audit":                 {{path: fixedPath("/v1/audit"), body: fixedPath(`{"entry":{"who":"matrix"}}`), allow: gatewayOnly, ok: 201}},
 	"GET /v1/audit":                  {{path: fixedPath("/v1/audit"), allow: gatewayOnly, ok: 200}},
+	"POST /v1/audit/drop":            {{path: fixedPath("/v1/audit/drop"), body: fixedPath(`{"before":1,"by":{"who":"matrix"}}`), allow: gatewayOnly, ok: 200}},
 	"PUT /v1/gateways/{name}": {
 		{name: "another gateway's name", path: fixedPath("/v1/gateways/gw2"), body: fixedPath(`{"addresses":["11.0.0.20"]}`)},
 		{path: fixedPath("/v1/gateways/gw"), body: fixedPath(`{"addresses":["11.0.0.20"]}`), allow: gatewayOnly, ok: 200},

@@ -95,6 +95,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyRecordDelete(idx, decode[RecordDelete](l))
 	case CmdAuditAppend:
 		return st.applyAuditAppend(idx, decode[AuditAppend](l))
+	case CmdAuditDrop:
+		return st.applyAuditDrop(idx, decode[AuditDrop](l))
 	default:
 		if t.Ignorable() {
 			f.logger.Warn("skipping unknown ignorable log entry", "type", uint8(t), "index", idx)

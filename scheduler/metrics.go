@@ -130,6 +130,8 @@ var (
 		"Records in the replicated record store, of every kind.", nil, nil)
 	auditDesc = prometheus.NewDesc("rodon_scheduler_audit_seq",
 		"The sequence number of the last audit log entry.", nil, nil)
+	auditEntriesDesc = prometheus.NewDesc("rodon_scheduler_audit_entries",
+		"Audit log entries in the replicated state (those not dropped).", nil, nil)
 )
 
 // stateCollector reads the gauges off the member's Raft and state at each
@@ -137,7 +139,7 @@ var (
 type stateCollector struct{ s *Server }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{raftStateDesc, leaderDesc, knownLeaderDesc, indexDesc, stepsDesc, nodesDesc, recordsDesc, auditDesc} {
+	for _, d := range []*prometheus.Desc{raftStateDesc, leaderDesc, knownLeaderDesc, indexDesc, stepsDesc, nodesDesc, recordsDesc, auditDesc, auditEntriesDesc} {
 		ch <- d
 	}
 }
@@ -167,6 +169,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(recordsDesc, prometheus.GaugeValue, float64(st.RecordCount()))
 	ch <- prometheus.MustNewConstMetric(auditDesc, prometheus.GaugeValue, float64(st.AuditSeq()))
+	ch <- prometheus.MustNewConstMetric(auditEntriesDesc, prometheus.GaugeValue, float64(st.AuditLen()))
 }
 
 func boolValue(b bool) float64 {

@@ -45,7 +45,8 @@ type State struct {
 	records     map[string]map[string]*Record
 	recordOrder map[string]*recordTree
 	// audit is the audit log in sequence order. Entries are only
-	// appended, so a snapshot may hold a prefix of the slice.
+	// appended, so a snapshot may hold a prefix of the slice; an audit
+	// drop replaces it with a new slice of the entries kept.
 	audit []*AuditEntry
 	// gateways holds the gateways' address records, by name.
 	gateways map[string]*cluster.Gateway

@@ -131,3 +131,15 @@ func (c *Client) Audit(ctx context.Context, after uint64, limit int) ([]api.Audi
 	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/audit", query: q}, nil, &out)
 	return out, err
 }
+
+// DropAudit drops the audit entries numbered below before (export them
+// first, with Audit) and returns how many were dropped. The scheduler
+// appends an entry recording the drop, with by (who asked, a JSON value
+// of at most 4 KiB, or nil) in it: like AppendAudit, it is retried only
+// when it surely did not reach the scheduler.
+func (c *Client) DropAudit(ctx context.Context, before uint64, by json.RawMessage) (dropped uint64, err error) {
+	var out api.DropAuditAnswer
+	_, err = c.call(ctx, request{method: http.MethodPost, path: "/v1/audit/drop", retry: retryUnsent},
+		api.DropAuditRequest{Before: before, By: by}, &out)
+	return out.Dropped, err
+}
