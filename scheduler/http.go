@@ -67,7 +67,7 @@ func (s *Server) routes() http.Handler {
 
 	// A path no route matches is answered to anyone: it does nothing.
 	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(root, w, r) })
-	return s.metrics.instrument(root)
+	return s.metrics.instrument(s.withDeadlines(root))
 }
 
 // noRoute answers a request no pattern matched: 405 with Allow when the

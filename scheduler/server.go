@@ -58,6 +58,8 @@ type Config struct {
 	StepRetention time.Duration
 	// MaxWait caps the wait of a long poll (?wait=).
 	MaxWait time.Duration
+	// HTTP bounds the HTTP exchanges, per route (http_timeouts.go).
+	HTTP HTTPTimeouts
 	// ShutdownTimeout bounds the wait for requests in flight when Run's
 	// context ends.
 	ShutdownTimeout time.Duration
@@ -108,6 +110,7 @@ func DefaultConfig() Config {
 		CreateTimeout:   DefaultCreateTimeout,
 		StepRetention:   DefaultStepRetention,
 		MaxWait:         5 * time.Minute,
+		HTTP:            DefaultHTTPTimeouts(),
 		ShutdownTimeout: 10 * time.Second,
 		Raft:            DefaultRaftConfig(),
 	}
@@ -166,6 +169,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("scheduler: create timeout %v: want at least the start timeout %v, at most %v", cfg.CreateTimeout, cfg.StartTimeout, MaxCreateTimeout)
 	case cfg.MaxWait <= 0:
 		return nil, fmt.Errorf("scheduler: max wait %v: must be positive", cfg.MaxWait)
+	}
+	if err := cfg.HTTP.validate(); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
 	}
 	if err := checkHostPort(cfg.RaftAddr); err != nil {
 		return nil, fmt.Errorf("scheduler: raft address: %w", err)
@@ -259,9 +265,12 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { raftDone <- s.raft.Run(raftCtx) }()
 
 	g, gctx := errgroup.WithContext(ctx)
+	// The read and write deadlines are the route's (withDeadlines): a
+	// long poll lasts minutes, a snapshot may be 256 MiB.
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.cfg.HTTP.Header,
+		IdleTimeout:       s.cfg.HTTP.Idle,
 		// Handlers see gctx end when Run stops: long polls answer at once.
 		BaseContext: func(net.Listener) context.Context { return gctx },
 		ErrorLog:    slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
