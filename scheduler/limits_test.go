@@ -89,3 +89,39 @@ func TestOldStepShowsDefaultLimits(t *testing.T) {
 		t.Errorf("requestOf(old spec) limits = %+v, want %+v", got, cluster.DefaultLimits)
 	}
 }
+
+// TestNewChecksBounds checks that New refuses each bound of the
+// configuration outside its range, and accepts the defaults and maxima.
+func TestNewChecksBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // "" accepts
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"maxima", func(c *Config) {
+			c.QueueTimeout, c.StartTimeout, c.CreateTimeout, c.StepRetention = MaxQueueTimeout, MaxStartTimeout, MaxCreateTimeout, MaxStepRetention
+			c.HTTP = HTTPTimeouts{Header: MaxHTTPTimeout, Request: MaxHTTPTimeout, Snapshot: MaxHTTPTimeout, Idle: MaxHTTPTimeout}
+		}, ""},
+		{"queue timeout zero", func(c *Config) { c.QueueTimeout = 0 }, "queue timeout"},
+		{"queue timeout over", func(c *Config) { c.QueueTimeout = MaxQueueTimeout + 1 }, "queue timeout"},
+		{"start timeout over", func(c *Config) { c.StartTimeout = MaxStartTimeout + 1 }, "start timeout"},
+		{"create timeout under start", func(c *Config) { c.CreateTimeout = c.StartTimeout - 1 }, "create timeout"},
+		{"create timeout over", func(c *Config) { c.CreateTimeout = MaxCreateTimeout + 1 }, "create timeout"},
+		{"retention zero", func(c *Config) { c.StepRetention = 0 }, "step retention"},
+		{"retention over", func(c *Config) { c.StepRetention = MaxStepRetention + 1 }, "step retention"},
+		{"http timeout zero", func(c *Config) { c.HTTP.Request = 0 }, "http request timeout"},
+		{"idle timeout over", func(c *Config) { c.HTTP.Idle = MaxHTTPTimeout + 1 }, "http idle timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := serverConfig(t, "m1")
+			d := DefaultConfig()
+			cfg.QueueTimeout, cfg.StartTimeout, cfg.CreateTimeout, cfg.StepRetention, cfg.HTTP = d.QueueTimeout, d.StartTimeout, d.CreateTimeout, d.StepRetention, d.HTTP
+			tc.edit(&cfg)
+			_, err := New(cfg, testLogger(t))
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("New() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

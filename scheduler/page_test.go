@@ -248,3 +248,30 @@ func TestListPagination(t *testing.T) {
 		}
 	}
 }
+
+func TestPageParameters(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		want  page
+		err   string
+	}{
+		{"", page{limit: 100}, ""},
+		{"limit=1", page{limit: 1}, ""},
+		{"limit=1000", page{limit: 1000}, ""},
+		{"limit=5000", page{limit: 1000}, ""},
+		{"limit=0", page{}, "query parameter limit"},
+		{"limit=-3", page{}, "query parameter limit"},
+		{"cursor=" + encodeCursor(cursorRecords, "run-7"), page{limit: 100, key: "run-7"}, ""},
+		{"cursor=" + encodeCursor(cursorNodes, "n1"), page{}, "query parameter cursor"},
+		{"cursor=abc", page{}, "query parameter cursor"},
+	} {
+		r, _ := http.NewRequest(http.MethodGet, "/v1/records/runs?"+tc.query, nil)
+		got, err := pageOf(r, cursorRecords)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("pageOf(%s) = %+v, %v; want an error naming %q", tc.query, got, err, tc.err)
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("pageOf(%s) = %+v, %v; want %+v", tc.query, got, err, tc.want)
+		}
+	}
+}
