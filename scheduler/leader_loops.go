@@ -46,7 +46,11 @@ func (s *Server) placeQueued(ctx context.Context) time.Time {
 			// reason is kept for the step's expiry, should it come.
 			s.setPending(step.ID, err.Error())
 			if ce != nil && ce.Wait != lastWait(&step) {
-				waits = append(waits, cluster.Wait{Step: step.ID, Attempt: step.Attempts, Reason: ce.Wait, Message: "waiting: " + ce.Reason})
+				msg := "waiting: " + ce.Reason
+				if len(msg) > maxWaitMessage {
+					msg = msg[:maxWaitMessage-3] + "..."
+				}
+				waits = append(waits, cluster.Wait{Step: step.ID, Attempt: step.Attempts, Reason: ce.Wait, Message: msg})
 			}
 			continue
 		}
