@@ -132,8 +132,8 @@ func TestStartTimeout(t *testing.T) {
 	placedAt := time.Now()
 	runFakeAgent(t, cl, "works", 4, 32*gib)
 	idem = waitStep(t, cl, idem.ID, "exited", stateIs("exited"))
-	if d := time.Since(placedAt); d > startTimeout+time.Second {
-		t.Errorf("re-placed and run %v after its first placement, want within %v and a second", d, startTimeout)
+	if d := time.Since(placedAt); d > startTimeout+2*time.Second {
+		t.Errorf("re-placed and run %v after its first placement, want within %v and 2s", d, startTimeout)
 	}
 	if idem.Node != "works" || idem.Attempts != 2 || !hasEvent(idem, cluster.EventNotStarted, "node stuck did not report it starting within 400ms") ||
 		!hasEvent(idem, cluster.EventRequeued, "attempt 2") {
@@ -150,8 +150,8 @@ func TestStartTimeout(t *testing.T) {
 		!strings.Contains(once.Reason, "node stuck did not report it starting within 400ms of its placement (attempt 1); not re-run: the step is not idempotent") {
 		t.Errorf("step run at most once = %+v, want failed by platform with the reason", once)
 	}
-	if d := once.EndedAt.Sub(once.Phases.Placed); d < startTimeout || d > startTimeout+time.Second {
-		t.Errorf("failed %v after its placement, want %v and at most a second more", d, startTimeout)
+	if d := once.EndedAt.Sub(once.Phases.Placed); d < startTimeout || d > startTimeout+2*time.Second {
+		t.Errorf("failed %v after its placement, want %v and at most 2s more", d, startTimeout)
 	}
 
 	// Starting, never running: failed after the create timeout.
@@ -162,7 +162,7 @@ func TestStartTimeout(t *testing.T) {
 	waitStep(t, cl, slow.ID, "placed", stateIs("placed"))
 	stuck.phase("slow", 1, cluster.StateStarting, cluster.Phases{Created: time.Now()})
 	slow = waitStep(t, cl, slow.ID, "failed", stateIs("failed"))
-	if d := slow.EndedAt.Sub(slow.Phases.Placed); d < createTimeout || d > createTimeout+time.Second ||
+	if d := slow.EndedAt.Sub(slow.Phases.Placed); d < createTimeout || d > createTimeout+2*time.Second ||
 		!strings.Contains(slow.Reason, "did not start its sandbox within 800ms") {
 		t.Errorf("starting step = %+v, failed %v after its placement; want failed after %v, saying so", slow, d, createTimeout)
 	}
