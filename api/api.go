@@ -39,6 +39,9 @@ const (
 	CodeCapacityExhausted = "capacity_exhausted"
 	// CodeForbidden: the caller's identity may not take this action.
 	CodeForbidden = "forbidden"
+	// CodeQuotaExceeded: a quota of the caller or of a workspace is used
+	// up (429 with Retry-After); the message names the quota.
+	CodeQuotaExceeded = "quota_exceeded"
 )
 
 // NewError returns the error body with code and message.
