@@ -38,7 +38,7 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return bootstrap(ctx, sched, *email, stdout, stderr)
+	return bootstrap(ctx, schedStore{sched}, *email, stdout, stderr)
 }
 
 // bootstrap is bootstrapCmd after the flags, on any store.

@@ -76,7 +76,7 @@ func TestSiteDefault(t *testing.T) {
 		{"0.0.0.0:443", pair.Cert, pair.Key, "https://rodon.example.com/", "https://rodon.example.com"},
 	} {
 		f := serveFlags{cluster: clusterFlags{scheduler: "x:1", name: "gw1"}, dataDir: "d", listen: tc.listen,
-			httpsCert: tc.cert, httpsKey: tc.key, site: tc.site, sessionTTL: 1}
+			httpsCert: tc.cert, httpsKey: tc.key, site: tc.site, sessionTTL: 1, settings: defaultSettings()}
 		c, _, err := f.config(slog.New(slog.DiscardHandler))
 		if err != nil || c.Site != tc.want || (c.TLS != nil) != (tc.cert != "") {
 			t.Errorf("config(--listen %s, cert %v) site = %q, TLS %v, %v; want %s", tc.listen, tc.cert != "", c.Site, c.TLS != nil, err, tc.want)
