@@ -108,7 +108,7 @@ func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	f.g, f.h = g, g.Handler()
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(time.Second)
 	for _, ws := range []string{wsMain, wsOther} {
 		f.put(kindWorkspace, ws, Workspace{ID: ws, Name: ws, CreatedAt: now})
 	}
@@ -138,7 +138,7 @@ func (f *fixture) put(kind, id string, v any) {
 }
 
 func (f *fixture) account(email string, role Role, ws []string) string {
-	a := accountRecord{ID: accountID(email), Email: email, Role: role, Workspaces: ws, PasswordHash: testHash(), CreatedAt: time.Now().UTC(),
+	a := accountRecord{ID: accountID(email), Email: email, Role: role, Workspaces: ws, PasswordHash: testHash(), CreatedAt: time.Now().UTC().Truncate(time.Second),
 		Generation: "gen-" + email}
 	f.put(kindAccount, a.ID, a)
 	return a.ID
@@ -147,7 +147,7 @@ func (f *fixture) account(email string, role Role, ws []string) string {
 func (f *fixture) session(account string) cred {
 	f.t.Helper()
 	tok := randomString(40)
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(time.Second) // JSON of one length
 	var a accountRecord
 	if _, err := getRecord(f.t.Context(), f.store, kindAccount, account, &a); err != nil {
 		f.t.Fatal(err)

@@ -257,7 +257,7 @@ func (g *Gateway) handleRuns(c *call) error {
 		var s Session
 		if _, err := getRecord(c.ctx, g.store, kindSession, session, &s); err != nil || !c.p.canSee(s.Workspace) || ws != "" && s.Workspace != ws {
 			if err == nil || IsNotFound(err) {
-				return c.page("runs", []Operation{}, "")
+				return c.page("runs", []Operation{}, position{})
 			}
 			return err
 		}
@@ -311,7 +311,7 @@ func expiryID(run string, created time.Time) string { return forwardTime(created
 // accepts: from the run records themselves, or, for one workspace, from
 // its index and then each run (in parallel). Either way a page reads at
 // most scanBudget records.
-func (g *Gateway) runsPage(ctx context.Context, pg pageReq, ws string, keep func(*runRecord) bool) ([]runRecord, string, error) {
+func (g *Gateway) runsPage(ctx context.Context, pg pageReq, ws string, keep func(*runRecord) bool) ([]runRecord, position, error) {
 	var out []runRecord
 	if ws == "" {
 		recs, next, err := scanPage(ctx, g.store, kindRun, "", pg, func(r *versioned[runRecord]) bool { return keep(&r.Value) })
@@ -320,39 +320,37 @@ func (g *Gateway) runsPage(ctx context.Context, pg pageReq, ws string, keep func
 		}
 		return out, next, err
 	}
-	cursor, read := pg.cursor, 0
-	budget := max(pg.limit, scanBudget)
-	for len(out) < pg.limit && read < budget {
-		n := min(pg.limit-len(out), budget-read)
-		recs, next, err := g.store.ListRecordsPage(ctx, kindRunWS, ws+".", n, cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		read += len(recs)
-		runs := make([]*runRecord, len(recs))
-		err = forEachLimit(ctx, indexes(len(recs)), 8, func(ctx context.Context, i int) error {
-			var run runRecord
-			_, err := getRecord(ctx, g.store, kindRun, strings.TrimPrefix(recs[i].ID, ws+"."), &run)
-			if IsNotFound(err) {
-				return nil // being created, or being dropped by retention
+	next, err := scanRecords(ctx, g.store, kindRunWS, ws+".", pg, func(recs []api.Record) (int, bool, error) {
+		// Read the runs a batch at a time, no more than the page may
+		// still take.
+		for done := 0; done < len(recs); {
+			batch := recs[done:min(len(recs), done+pg.limit-len(out))]
+			runs := make([]*runRecord, len(batch))
+			err := forEachLimit(ctx, indexes(len(batch)), 8, func(ctx context.Context, i int) error {
+				var run runRecord
+				_, err := getRecord(ctx, g.store, kindRun, strings.TrimPrefix(batch[i].ID, ws+"."), &run)
+				if IsNotFound(err) {
+					return nil // being created, or being dropped by retention
+				}
+				runs[i] = &run
+				return err
+			})
+			if err != nil {
+				return 0, false, err
 			}
-			runs[i] = &run
-			return err
-		})
-		if err != nil {
-			return nil, "", err
-		}
-		for _, run := range runs {
-			if run != nil && keep(run) {
-				out = append(out, *run)
+			for i, run := range runs {
+				if run != nil && keep(run) {
+					out = append(out, *run)
+					if len(out) == pg.limit {
+						return done + i + 1, true, nil
+					}
+				}
 			}
+			done += len(batch)
 		}
-		if next == "" || next == cursor || len(recs) == 0 {
-			return out, "", nil
-		}
-		cursor = next
-	}
-	return out, cursor, nil
+		return len(recs), false, nil
+	})
+	return out, next, err
 }
 
 func (g *Gateway) handleCancelRun(c *call) error {

@@ -135,7 +135,7 @@ func (g *Gateway) handleAudit(c *call) error {
 	}
 	var after uint64
 	if s := q.Get("after"); s != "" {
-		if pg.cursor != "" {
+		if pg.at != (position{}) {
 			return badRequest("query parameters after and cursor: give one")
 		}
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -144,8 +144,8 @@ func (g *Gateway) handleAudit(c *call) error {
 		}
 		after = v
 	}
-	if pg.cursor != "" {
-		v, err := strconv.ParseUint(pg.cursor, 10, 64)
+	if pg.at.store != "" {
+		v, err := strconv.ParseUint(pg.at.store, 10, 64)
 		if err != nil {
 			return badRequest("query parameter cursor: not a cursor of audit")
 		}
@@ -158,9 +158,9 @@ func (g *Gateway) handleAudit(c *call) error {
 	if entries == nil {
 		entries = []api.AuditEntry{}
 	}
-	next := ""
+	var next position
 	if len(entries) == pg.limit {
-		next = strconv.FormatUint(entries[len(entries)-1].Seq, 10)
+		next.store = strconv.FormatUint(entries[len(entries)-1].Seq, 10)
 	}
 	return c.page("audit", entries, next)
 }

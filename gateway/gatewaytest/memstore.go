@@ -31,8 +31,8 @@ type MemStore struct {
 }
 
 // Stats counts what a store answered: calls that read (GetRecord,
-// ListRecordsPage, Audit) and that wrote, and the bytes of the records
-// and entries read, as the scheduler would have sent them (JSON).
+// ListRecordsPage, Audit) and that wrote, and the bytes read: each
+// record's kind, id and value, each audit entry's document.
 type Stats struct {
 	Reads, Writes int
 	ReadBytes     int64
@@ -60,7 +60,7 @@ func (m *MemStore) GetRecord(ctx context.Context, kind, id string) (api.Record, 
 	if !ok {
 		return api.Record{}, notFound("record %s/%s: not found", kind, id)
 	}
-	m.stats.ReadBytes += jsonSize(rec)
+	m.stats.ReadBytes += recordSize(rec)
 	return clone(rec), nil
 }
 
@@ -106,7 +106,7 @@ func (m *MemStore) ListRecordsPage(ctx context.Context, kind, prefix string, lim
 	out := make([]api.Record, 0, len(ids))
 	for _, id := range ids {
 		rec := m.records[kind+"/"+id]
-		m.stats.ReadBytes += jsonSize(rec)
+		m.stats.ReadBytes += recordSize(rec)
 		out = append(out, clone(rec))
 	}
 	return out, next, nil
@@ -228,7 +228,7 @@ func (m *MemStore) Audit(ctx context.Context, after uint64, limit int) ([]api.Au
 	out := []api.AuditEntry{}
 	for _, e := range m.audit {
 		if e.Seq > after && len(out) < limit {
-			m.stats.ReadBytes += jsonSize(e)
+			m.stats.ReadBytes += int64(len(e.Entry))
 			out = append(out, e)
 		}
 	}
@@ -263,7 +263,7 @@ func (m *MemStore) Size() int64 {
 	defer m.mu.Unlock()
 	var n int64
 	for _, r := range m.records {
-		n += int64(len(r.Kind) + len(r.ID) + len(r.Value))
+		n += recordSize(r)
 	}
 	for _, e := range m.audit {
 		n += int64(len(e.Entry))
@@ -284,11 +284,7 @@ func (m *MemStore) Count(kind string) int {
 	return n
 }
 
-// jsonSize is the size of v in JSON.
-func jsonSize(v any) int64 {
-	b, _ := json.Marshal(v)
-	return int64(len(b))
-}
+func recordSize(r api.Record) int64 { return int64(len(r.Kind) + len(r.ID) + len(r.Value)) }
 
 // AuditLen returns how many entries the audit log holds.
 func (m *MemStore) AuditLen() int {
