@@ -97,7 +97,6 @@ func (c *call) page(list string, items any, next position) error {
 	return c.json(http.StatusOK, items)
 }
 
-
 // scanRecords reads records of kind whose id starts with prefix from
 // position at, a chunk at a time, and hands each to take until take says
 // the page is full, the records end, or scanBudget records were read. It
@@ -167,6 +166,7 @@ func scanPage[T any](ctx context.Context, s Store, kind, prefix string, pg pageR
 	})
 	return out, next, err
 }
+
 // truncateText shortens s to n bytes for an error message.
 func truncateText(s string, n int) string {
 	if len(s) <= n {
