@@ -256,6 +256,9 @@ func (s *Scheduler) update(id string, f func(st *api.Step)) {
 	s.touch(st)
 }
 
+// Update applies f to step id (which must exist), as one change.
+func (s *Scheduler) Update(id string, f func(st *api.Step)) { s.update(id, f) }
+
 // Start places step id on Node and marks it running.
 func (s *Scheduler) Start(id string) {
 	s.update(id, func(st *api.Step) {
