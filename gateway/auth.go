@@ -204,7 +204,7 @@ func rateLimited(wait time.Duration) error {
 // checkPasswordBounded checks password against hash in one of the
 // SignInLimits.Hashing slots, waiting at most hashWait for one.
 func (g *Gateway) checkPasswordBounded(ctx context.Context, hash, password string) (bool, error) {
-	t := time.NewTimer(hashWait)
+	t := time.NewTimer(g.hashWait)
 	defer t.Stop()
 	select {
 	case g.hashing <- struct{}{}:

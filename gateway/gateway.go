@@ -173,6 +173,7 @@ type Gateway struct {
 	// hashing holds a token per password check running
 	// (SignInLimits.Hashing).
 	hashing      chan struct{}
+	hashWait     time.Duration
 	secureCookie bool
 	// maintMu guards signinCursor: where the maintenance pass's sweep of
 	// sign-ins goes on.
@@ -244,6 +245,7 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 		signinByEmail: newLimiter(cfg.SignIn.PerEmailBurst, cfg.SignIn.PerEmailEvery, cfg.Now),
 		signinByAddr:  newLimiter(cfg.SignIn.PerAddressBurst, cfg.SignIn.PerAddressEvery, cfg.Now),
 		hashing:       make(chan struct{}, cfg.SignIn.Hashing),
+		hashWait:      hashWait,
 		secureCookie:  u.Scheme == "https",
 	}
 	g.metrics = newMetrics(cfg.Collectors...)

@@ -26,8 +26,9 @@ type MemStore struct {
 	seq     uint64
 	index   uint64
 	stats   Stats
-	// failPuts makes the next n PutRecord calls fail with unavailable.
-	failPuts int
+	// failPuts makes the next n PutRecord calls fail with unavailable,
+	// failGets the next n GetRecord calls.
+	failPuts, failGets int
 }
 
 // Stats counts what a store answered: calls that read (GetRecord,
@@ -56,6 +57,10 @@ func (m *MemStore) GetRecord(ctx context.Context, kind, id string) (api.Record, 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.stats.Reads++
+	if m.failGets > 0 {
+		m.failGets--
+		return api.Record{}, &client.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: "injected failure"}
+	}
 	rec, ok := m.records[kind+"/"+id]
 	if !ok {
 		return api.Record{}, notFound("record %s/%s: not found", kind, id)
@@ -291,6 +296,13 @@ func (m *MemStore) AuditLen() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.audit)
+}
+
+// FailGets makes the next n GetRecord calls fail with unavailable.
+func (m *MemStore) FailGets(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failGets = n
 }
 
 // FailPuts makes the next n PutRecord calls fail with unavailable.
