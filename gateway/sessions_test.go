@@ -147,4 +147,3 @@ func TestTerminalInputAudited(t *testing.T) {
 		t.Errorf("viewer's stream: interactive %v, hooks set %v; want neither", st.Interactive, st.Opened != nil)
 	}
 }
-
