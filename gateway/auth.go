@@ -159,8 +159,8 @@ func (g *Gateway) handleSignin(c *call) error {
 		return g.signinRefused("wrong", errWrongPassword)
 	}
 	// An existing account's attempts are audited: at most the per-email
-	// limit of them.
-	c.target, c.auditWho, c.auditRole = a.ID, a.ID, a.Role.String()
+	// limit of them, naming the account's (valid, bounded) email.
+	c.target, c.auditWho, c.auditRole = email, a.ID, a.Role.String()
 	c.auditCred = &credentialRef{Kind: "password"}
 	if !ok {
 		g.metrics.signins.WithLabelValues("wrong").Inc()
