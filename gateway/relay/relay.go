@@ -18,6 +18,13 @@
 // Config.Resize. Any other message, or any message on a step that is not
 // interactive, is refused with a close frame (1003 for binary, 1008
 // otherwise) whose reason says what was wrong.
+//
+// The gateway hands ServeStream a Stream with its hooks: Check authorizes
+// the caller again every Config.Recheck (at most 30 s) from a goroutine of
+// its own, which passes a refusal (*Revoked) to the writer, the one
+// goroutine that writes: the stream then closes with 4401 or 4403 and the
+// reason. Opened and Closed tell the gateway when the websocket opened and
+// closed, and what input it passed to the terminal (for its audit log).
 package relay
 
 import (
