@@ -352,3 +352,79 @@ func asCloseError(err error, ce **websocket.CloseError) bool {
 	}
 	return ok
 }
+
+// TestGatewayTerminalAudit: a shell's terminal input is audited once per
+// stream, when it opens and when it closes, with the principal and the
+// bytes it sent, not once per keystroke.
+func TestGatewayTerminalAudit(t *testing.T) {
+	testenv.RequireContainerd(t)
+	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
+	f := &fleet{}
+	startSchedulers(t, f, 1)
+	startNamedAgent(t, f, "audit-node-a1")
+	const ownerEmail = "owner@example.com"
+	g := startGateway(t, f, ownerEmail)
+	c := newGWClient(t, g, &recorder{})
+	me := c.signIn(ownerEmail, g.ownerPassword(t, ownerEmail))
+	var ws struct {
+		ID string `json:"id"`
+	}
+	c.must(http.StatusCreated, http.MethodPost, "/v1/workspaces", map[string]string{"name": "shell"}, &ws)
+	op := c.startRun(ws.ID, map[string]any{"image": "base", "cpu": 0.5, "memory": "128Mi", "tty": true,
+		"args": []string{"/bin/bash", "--norc", "--noprofile"}})
+	id := op.Steps[0].ID
+	s := c.openStream(id, 0)
+	// Type one character at a time: one message per keystroke.
+	typed := "echo typed-one-key-at-a-time; exit 0\r"
+	for _, r := range typed {
+		if err := s.conn.WriteJSON(map[string]any{"type": "stdin", "data": string(r)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	for {
+		fr, err := s.next()
+		if err != nil || fr.Kind == api.KindExit {
+			break
+		}
+	}
+	s.conn.Close()
+	c.waitRun(op.ID, time.Minute)
+
+	var open, closed []auditDoc
+	waitFor(t, 10*time.Second, "the terminal's audit entries", func() bool {
+		entries, _ := c.audit()
+		open, closed = nil, nil
+		for _, e := range entries {
+			switch {
+			case e.Action == "terminal.open" && e.Target == id:
+				open = append(open, e)
+			case e.Action == "terminal.close" && e.Target == id:
+				closed = append(closed, e)
+			}
+		}
+		return len(closed) == 1
+	})
+	if len(open) != 1 || open[0].Who != me.ID {
+		t.Errorf("terminal.open entries %+v, want one by %s", open, me.ID)
+	}
+	_, raw := c.audit()
+	var entries []api.AuditEntry
+	json.Unmarshal(raw, &entries)
+	for _, e := range entries {
+		var d struct {
+			Action string `json:"action"`
+			Input  *struct {
+				Bytes    int64 `json:"bytes"`
+				Messages int64 `json:"messages"`
+			} `json:"input"`
+		}
+		json.Unmarshal(e.Entry, &d)
+		if d.Action == "terminal.close" {
+			t.Logf("terminal.close: %s", e.Entry)
+			if d.Input == nil || d.Input.Bytes != int64(len(typed)) || d.Input.Messages != int64(len(typed)) {
+				t.Errorf("terminal.close input %+v, want %d bytes in %d messages", d.Input, len(typed), len(typed))
+			}
+		}
+	}
+}
