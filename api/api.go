@@ -42,6 +42,9 @@ const (
 	// CodeUnplaceable: no node could ever take the step (422); it is
 	// recorded failed with the typed cause (Step.Unplaceable).
 	CodeUnplaceable = "unplaceable"
+	// CodeQuotaExceeded: a quota of the caller or of a workspace is used
+	// up (429 with Retry-After); the message names the quota.
+	CodeQuotaExceeded = "quota_exceeded"
 )
 
 // NewError returns the error body with code and message.
