@@ -39,6 +39,12 @@ const (
 	CodeCapacityExhausted = "capacity_exhausted"
 	// CodeForbidden: the caller's identity may not take this action.
 	CodeForbidden = "forbidden"
+	// CodeUnplaceable: no node could ever take the step (422); it is
+	// recorded failed with the typed cause (Step.Unplaceable).
+	CodeUnplaceable = "unplaceable"
+	// CodeQuotaExceeded: a quota of the caller or of a workspace is used
+	// up (429 with Retry-After); the message names the quota.
+	CodeQuotaExceeded = "quota_exceeded"
 )
 
 // NewError returns the error body with code and message.

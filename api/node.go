@@ -14,18 +14,31 @@ type Node struct {
 	// Reserved is what the node's live steps reserve.
 	Reserved Resources `json:"reserved"`
 	// Running counts the node's live (placed, starting, running) steps.
-	Running       int               `json:"running"`
-	Labels        map[string]string `json:"labels,omitempty"`
-	Drain         *Drain            `json:"drain,omitempty"`
-	LastHeartbeat time.Time         `json:"last_heartbeat,omitzero"`
-	DownSince     time.Time         `json:"down_since,omitzero"`
-	DownReason    string            `json:"down_reason,omitempty"`
+	Running int               `json:"running"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	// MaxLimits are the largest step limits the node takes (its
+	// operator's agentd serve --max-*): a step is placed only on a node
+	// whose maxima cover its limits.
+	MaxLimits     Limits    `json:"max_limits"`
+	Drain         *Drain    `json:"drain,omitempty"`
+	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+	DownSince     time.Time `json:"down_since,omitzero"`
+	DownReason    string    `json:"down_reason,omitempty"`
 }
 
 // Resources are an amount of CPU (cores) and memory.
 type Resources struct {
 	CPU         float64 `json:"cpu"`
 	MemoryBytes int64   `json:"memory_bytes"`
+}
+
+// Limits are a step's limits besides CPU and memory (cluster.Limits): its
+// processes, wall-clock time, workspace size and kept output.
+type Limits struct {
+	Pids           int64    `json:"pids"`
+	Timeout        Duration `json:"timeout"`
+	WorkspaceBytes int64    `json:"workspace_bytes"`
+	OutputBytes    int64    `json:"output_bytes"`
 }
 
 // Drain is an operator's drain of a node. Complete is true only once the

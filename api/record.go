@@ -49,3 +49,18 @@ type AppendAuditRequest struct {
 	// Entry is a JSON object of at most 64 KiB.
 	Entry json.RawMessage `json:"entry"`
 }
+
+// DropAuditRequest is the body of POST /v1/audit/drop: drop the audit
+// entries numbered below Before (after exporting them); By says who asked
+// (the gateway fills it), and is recorded in the entry the drop appends.
+type DropAuditRequest struct {
+	Before uint64          `json:"before"`
+	By     json.RawMessage `json:"by,omitempty"`
+}
+
+// DropAuditAnswer is the answer of POST /v1/audit/drop: how many entries
+// were dropped, and the entry that records the drop.
+type DropAuditAnswer struct {
+	Dropped uint64     `json:"dropped"`
+	Entry   AuditEntry `json:"entry"`
+}

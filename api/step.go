@@ -28,18 +28,19 @@ type StepRequest struct {
 	// reserved on the node while the step is live, and are its limits.
 	CPU         float64 `json:"cpu"`
 	MemoryBytes int64   `json:"memory_bytes"`
-	// Pids caps the step's processes; zero is unlimited.
-	Pids int64 `json:"pids,omitempty"`
-	// Timeout is the step's wall-clock limit, as a Go duration string
-	// ("30s"); zero is none.
-	Timeout Duration `json:"timeout,omitzero"`
-	// WorkspaceBytes caps the step's workspace; OutputBytes the output kept
-	// of it (cluster.Limits).
-	WorkspaceBytes int64  `json:"workspace_bytes,omitempty"`
-	OutputBytes    int64  `json:"output_bytes,omitempty"`
-	Workspace      string `json:"workspace,omitempty"`
-	NoInternet     bool   `json:"no_internet,omitempty"`
-	TTY            bool   `json:"tty,omitempty"`
+	// Pids caps the step's processes; Timeout is its wall-clock limit, as
+	// a Go duration string ("30s"); WorkspaceBytes caps its workspace and
+	// OutputBytes the output kept of it. In a request, zero (or absent) is
+	// the default (cluster.DefaultLimits: 1024, 1h, 1 GiB, 64 MiB) and a
+	// limit outside [cluster.MinLimits, cluster.MaxLimits] is refused; in
+	// answers they are the limits in force.
+	Pids           int64    `json:"pids,omitempty"`
+	Timeout        Duration `json:"timeout,omitzero"`
+	WorkspaceBytes int64    `json:"workspace_bytes,omitempty"`
+	OutputBytes    int64    `json:"output_bytes,omitempty"`
+	Workspace      string   `json:"workspace,omitempty"`
+	NoInternet     bool     `json:"no_internet,omitempty"`
+	TTY            bool     `json:"tty,omitempty"`
 	// Idempotent steps are placed again after their node is lost; others
 	// run at most once.
 	Idempotent bool `json:"idempotent,omitempty"`
@@ -92,6 +93,11 @@ type Step struct {
 	Events []Event `json:"events"`
 	// Reason explains a failure, a loss or an expiry for people.
 	Reason string `json:"reason,omitempty"`
+	// Unplaceable is the typed cause of a step that failed because no
+	// node could ever take it.
+	Unplaceable *Unplaceable `json:"unplaceable,omitempty"`
+	// EndedAt is when the step reached its terminal state.
+	EndedAt time.Time `json:"ended_at,omitzero"`
 	// Spec is the request the step was submitted with (without its id).
 	Spec StepRequest `json:"spec"`
 	// CreateIndex and ModifyIndex are the scheduler's state indexes of
@@ -99,6 +105,28 @@ type Step struct {
 	// to wait for the next change.
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// Unplaceable says why no node could ever take a step (cluster.Unplaceable).
+type Unplaceable struct {
+	// Node is the node the step is bound to, if any; Unregistered says it
+	// is not registered.
+	Node         string `json:"node,omitempty"`
+	Unregistered bool   `json:"unregistered,omitempty"`
+	// Missing lists what the step asks more of than any node (that is not
+	// down) offers.
+	Missing []Shortfall `json:"missing,omitempty"`
+	// NoSingleNode: each is offered by some node, none offers all at once.
+	NoSingleNode bool `json:"no_single_node,omitempty"`
+}
+
+// Shortfall is one resource a step asks more of than any node offers:
+// "cpu" (millicores), "memory" (bytes), "pids", "timeout" (nanoseconds),
+// "workspace" or "output" (bytes, the nodes' max_limits).
+type Shortfall struct {
+	Resource string `json:"resource"`
+	Want     int64  `json:"want"`
+	Largest  int64  `json:"largest"`
 }
 
 // Terminal reports whether the step reached a final state.

@@ -59,7 +59,9 @@ type Event struct {
 	// events leave them empty (and absent in JSON).
 
 	// Reason is the egress filter's reason: "private", "metadata",
-	// "node", "documentation", "encapsulation", ...
+	// "node", "documentation", "encapsulation", ...; of a waiting event
+	// why the step waits ("no_node", "not_ready", "capacity"), of an
+	// unplaceable one the first missing resource ("cpu", "memory", ...).
 	Reason string `json:"reason,omitempty"`
 	// Destination is the last denied address, with its port when it had
 	// one ("169.254.169.254:80", "[fd00::1]:443", "224.0.0.1").

@@ -31,6 +31,13 @@ const (
 	// 16-18 are the scheduler's record store and audit log
 	// (scheduler/command_record.go).
 	CmdSetGateway CommandType = 19
+	// 20-23 are the scheduler's placement outcomes and retention
+	// (placement.go); 24 is the audit log's retention
+	// (scheduler/command_record.go).
+	CmdStepUnplaceable CommandType = 20
+	CmdStepsWaiting    CommandType = 21
+	CmdStartTimeout    CommandType = 22
+	CmdCompactSteps    CommandType = 23
 
 	IgnorableFlag CommandType = 0x80
 )
@@ -52,6 +59,11 @@ var commandNames = map[CommandType]string{
 	CmdRemoveMember:  "remove_member",
 	CmdRestore:       "restore",
 	CmdSetGateway:    "set_gateway",
+
+	CmdStepUnplaceable: "step_unplaceable",
+	CmdStepsWaiting:    "steps_waiting",
+	CmdStartTimeout:    "start_timeout",
+	CmdCompactSteps:    "compact_steps",
 }
 
 func (t CommandType) String() string {

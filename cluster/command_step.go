@@ -2,11 +2,15 @@ package cluster
 
 import "time"
 
-// SubmitStep queues a new step.
+// SubmitStep queues a new step. With Unplaceable (the leader found that
+// no node could ever take it) the step is recorded failed at once, with
+// that cause and Reason.
 type SubmitStep struct {
-	Step StepID    `json:"step"`
-	Spec StepSpec  `json:"spec"`
-	At   time.Time `json:"at"`
+	Step        StepID       `json:"step"`
+	Spec        StepSpec     `json:"spec"`
+	Unplaceable *Unplaceable `json:"unplaceable,omitempty"`
+	Reason      string       `json:"reason,omitempty"`
+	At          time.Time    `json:"at"`
 }
 
 // PlaceStep assigns a queued step to a node chosen by the leader's

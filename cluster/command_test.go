@@ -38,6 +38,7 @@ func TestCommandTypesStable(t *testing.T) {
 		1: RegisterNode{}, 2: Heartbeat{}, 3: SetNodeState{}, 4: SubmitStep{}, 5: PlaceStep{}, 6: StepPhase{},
 		7: StepExit{}, 8: RequestCancel{}, 9: ConfirmCancel{}, 10: MarkNodeLost{}, 11: Expire{}, 12: StepEvents{},
 		13: SetMember{}, 14: RemoveMember{}, 15: Restore{}, 19: SetGateway{},
+		20: StepUnplaceable{}, 21: StepsWaiting{}, 22: StartTimeout{}, 23: CompactSteps{},
 	}
 	for n, c := range want {
 		if c.CommandType() != n || c.CommandType().Ignorable() {

@@ -36,7 +36,8 @@ type Event struct {
 	// events leave them empty (and absent in JSON).
 
 	// Reason is the egress filter's reason: "private", "metadata",
-	// "node", "documentation", "encapsulation", ...
+	// "node", "documentation", "encapsulation", ...; of an EventWaiting
+	// a Wait* code, of an EventUnplaceable the first missing resource.
 	Reason string `json:"reason,omitempty"`
 	// Destination is the last denied address, with its port when it had
 	// one ("169.254.169.254:80", "[fd00::1]:443", "224.0.0.1").

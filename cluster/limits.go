@@ -53,8 +53,18 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
+// LimitError is Check's error: the limit Field (named as the API names
+// it) is Value, outside [Min, Max], each written for people.
+type LimitError struct {
+	Field, Value, Min, Max string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s %s: want %s to %s", e.Field, e.Value, e.Min, e.Max)
+}
+
 // Check reports the first limit of l outside [MinLimits, max], naming the
-// field as the API does.
+// field as the API does; the error is a *LimitError.
 func (l Limits) Check(max Limits) error {
 	for _, c := range []struct {
 		field     string
@@ -67,7 +77,7 @@ func (l Limits) Check(max Limits) error {
 		{"output_bytes", l.OutputBytes, MinLimits.OutputBytes, max.OutputBytes, func(v int64) string { return fmt.Sprint(v) }},
 	} {
 		if c.v < c.lo || c.v > c.hi {
-			return fmt.Errorf("%s %s: want %s to %s", c.field, c.show(c.v), c.show(c.lo), c.show(c.hi))
+			return &LimitError{Field: c.field, Value: c.show(c.v), Min: c.show(c.lo), Max: c.show(c.hi)}
 		}
 	}
 	return nil

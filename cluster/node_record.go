@@ -41,7 +41,11 @@ type Node struct {
 	// Drain is set while an operator drains the node.
 	Drain *Drain `json:"drain,omitempty"`
 	// MaxStarting caps the steps placed or starting on the node at once.
-	MaxStarting   int       `json:"max_starting"`
+	MaxStarting int `json:"max_starting"`
+	// MaxLimits are the largest step limits the node takes (its
+	// operator's agentd serve --max-*), every field set; zero fields, in a
+	// record made before nodes registered them, are MaxLimits'.
+	MaxLimits     Limits    `json:"max_limits"`
 	Registered    time.Time `json:"registered"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
 	// DownSince is when the node was declared down; zero unless down.

@@ -55,14 +55,16 @@ type StepSpec struct {
 	// placed, starting or running, and are its limits.
 	CPU         float64 `json:"cpu"`
 	MemoryBytes int64   `json:"memory_bytes"`
-	// Pids caps the step's processes; zero is unlimited.
-	Pids int64 `json:"pids,omitempty"`
-	// Timeout ends the step with terminated_by=timeout; zero is none.
-	Timeout time.Duration `json:"timeout,omitempty"`
-	// WorkspaceBytes caps the step's workspace, OutputBytes the output
-	// kept of it (see Limits).
-	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
-	OutputBytes    int64 `json:"output_bytes,omitempty"`
+	// Pids caps the step's processes, Timeout its wall-clock time (it ends
+	// with terminated_by=timeout), WorkspaceBytes its workspace and
+	// OutputBytes the output kept of it (see Limits). The scheduler sets
+	// all four at submission (a zero asked for is the default), so every
+	// step recorded since has them; a zero, in a step recorded before, is
+	// DefaultLimits'.
+	Pids           int64         `json:"pids,omitempty"`
+	Timeout        time.Duration `json:"timeout,omitempty"`
+	WorkspaceBytes int64         `json:"workspace_bytes,omitempty"`
+	OutputBytes    int64         `json:"output_bytes,omitempty"`
 	// Workspace names the workspace copied into the sandbox.
 	Workspace  string `json:"workspace,omitempty"`
 	NoInternet bool   `json:"no_internet,omitempty"`
@@ -107,6 +109,10 @@ func (s StepSpec) Validate() error {
 		return fmt.Errorf("pids %d: must not be negative", s.Pids)
 	case s.Timeout < 0:
 		return fmt.Errorf("timeout %v: must not be negative", s.Timeout)
+	case s.WorkspaceBytes < 0:
+		return fmt.Errorf("workspace_bytes %d: must not be negative", s.WorkspaceBytes)
+	case s.OutputBytes < 0:
+		return fmt.Errorf("output_bytes %d: must not be negative", s.OutputBytes)
 	}
 	for i, e := range s.Env {
 		// The entry is never quoted: its value is a secret.
@@ -171,15 +177,23 @@ type Step struct {
 	ExitCode     *int         `json:"exit_code,omitempty"`
 	TerminatedBy TerminatedBy `json:"terminated_by,omitempty"`
 	// Reason explains a failure, a loss or an expiry for people.
-	Reason string  `json:"reason,omitempty"`
-	Cancel *Cancel `json:"cancel,omitempty"`
-	Phases Phases  `json:"phases"`
+	Reason string `json:"reason,omitempty"`
+	// Unplaceable is the typed cause of a step that failed because no
+	// node could ever take it.
+	Unplaceable *Unplaceable `json:"unplaceable,omitempty"`
+	Cancel      *Cancel      `json:"cancel,omitempty"`
+	Phases      Phases       `json:"phases"`
 	// Events are the latest MaxEvents lifecycle events, oldest first;
 	// EventsDropped counts older ones no longer kept.
 	Events        []Event `json:"events"`
 	EventsDropped int     `json:"events_dropped,omitempty"`
-	CreateIndex   uint64  `json:"create_index"`
-	ModifyIndex   uint64  `json:"modify_index"`
+	// EndedAt is the leader's time of the step's move to a terminal
+	// state; zero while it is not terminal (and in records made before
+	// it existed). Terminal steps are compacted out of the replicated
+	// state a retention period after it.
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	CreateIndex uint64    `json:"create_index"`
+	ModifyIndex uint64    `json:"modify_index"`
 }
 
 // Cancel is the state of a user's request to cancel a step. A cancel is
@@ -230,6 +244,7 @@ func (s Step) Clone() Step {
 		c := *s.Cancel
 		s.Cancel = &c
 	}
+	s.Unplaceable = s.Unplaceable.Clone()
 	return s
 }
 

@@ -31,14 +31,15 @@ func Bootstrap(ctx context.Context, store Store, email string, now time.Time) (B
 	}
 	email = normalizeEmail(email)
 	res := BootstrapResult{AccountID: accountID(email), Email: email}
-	owners, err := listRecords[accountRecord](ctx, store, kindAccount, "")
-	if err != nil {
+	owned := false
+	if err := eachRecord(ctx, store, kindAccount, "", func(a versioned[accountRecord]) (bool, error) {
+		owned = a.Value.Role == RoleOwner
+		return !owned, nil
+	}); err != nil {
 		return res, fmt.Errorf("list accounts: %w", err)
 	}
-	for _, a := range owners {
-		if a.Value.Role == RoleOwner {
-			return res, nil
-		}
+	if owned {
+		return res, nil
 	}
 	var b bootstrapRecord
 	version, err := getRecord(ctx, store, kindBootstrap, bootstrapID, &b)
@@ -57,7 +58,8 @@ func Bootstrap(ctx context.Context, store Store, email string, now time.Time) (B
 		return res, fmt.Errorf("write bootstrap record: %w", err)
 	}
 	password := newPassword()
-	a := accountRecord{ID: res.AccountID, Email: email, Role: RoleOwner, PasswordHash: hashPassword(password), CreatedAt: now}
+	a := accountRecord{ID: res.AccountID, Email: email, Role: RoleOwner, PasswordHash: hashPassword(password), CreatedAt: now,
+		Generation: newGeneration()}
 	var cur accountRecord
 	curVersion, err := getRecord(ctx, store, kindAccount, a.ID, &cur)
 	switch {

@@ -18,7 +18,16 @@ const maxBody = 1 << 20
 // body is an error unless optional. The error is a 400 (413 over the limit)
 // whose message names the field or the offset at fault.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
-	body := http.MaxBytesReader(w, r.Body, maxBody)
+	return decodeLimited(w, r, v, optional, maxBody)
+}
+
+// decodeBodyMax is decodeBody of a required body of at most limit bytes.
+func decodeBodyMax(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	return decodeLimited(w, r, v, false, limit)
+}
+
+func decodeLimited(w http.ResponseWriter, r *http.Request, v any, optional bool, limit int64) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	err := decodeJSON(body, v, optional)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

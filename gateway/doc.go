@@ -16,6 +16,13 @@
 // is reached at with the scheduler (Registrar), so that node agents deny
 // them to sandboxes.
 //
+// Nothing is unbounded (docs/GATEWAY.md, "Limits"): every list is read and
+// answered a page at a time, an ended step's view is kept in its run
+// record so that lists never read ended steps again, runs are admitted
+// under quotas per workspace and per principal, sign-in is bounded before
+// anything is recorded, and a maintenance pass that every gateway runs
+// (Maintain) deletes run records past retention and expired sign-ins.
+//
 // Provider identifiers (node names and addresses, container ids, runtime
 // names) never leave the gateway: step objects are rebuilt without them and
 // free text is scrubbed (Scrub).

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,7 +116,11 @@ func (d *Driver) watch(ctx context.Context, id string) {
 // logged: the next pass tries again.
 func (d *Driver) Pass(ctx context.Context) map[string]bool {
 	watch := map[string]bool{}
-	recs, err := listRecords[liveRecord](ctx, d.store, kindRunLive, "")
+	var recs []versioned[liveRecord]
+	err := eachRecord(ctx, d.store, kindRunLive, "", func(r versioned[liveRecord]) (bool, error) {
+		recs = append(recs, r)
+		return true, nil
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("list live runs", "error", err)
@@ -128,8 +134,9 @@ func (d *Driver) Pass(ctx context.Context) map[string]bool {
 		run, err := d.advance(ctx, rec.ID)
 		switch {
 		case IsNotFound(err):
+			// The run's creation failed after its marker.
 			if d.now().Sub(rec.Value.CreatedAt) > staleLive {
-				d.dropLive(ctx, rec.ID, rec.Version)
+				d.settle(ctx, rec, rec.Value.Workspace, rec.Value.By)
 			}
 			continue
 		case err != nil:
@@ -137,11 +144,11 @@ func (d *Driver) Pass(ctx context.Context) map[string]bool {
 			continue
 		}
 		if run.settled() {
-			d.dropLive(ctx, rec.ID, rec.Version)
+			d.settle(ctx, rec, run.Workspace, run.CreatedBy.ID)
 			continue
 		}
 		for _, s := range run.Steps {
-			if s.Status == stepSubmitted {
+			if s.Status == stepSubmitted || s.Status == stepEnded && s.View != nil && !s.Final {
 				watch[s.ID] = true
 			}
 		}
@@ -150,6 +157,16 @@ func (d *Driver) Pass(ctx context.Context) map[string]bool {
 		}
 	}
 	return watch
+}
+
+// settle uncounts a settled run from its quotas, then drops its marker
+// (when the first fails the marker stays, and the next pass tries again).
+func (d *Driver) settle(ctx context.Context, rec versioned[liveRecord], ws, by string) {
+	if err := releaseRun(ctx, d.store, ws, by, rec.ID); err != nil {
+		d.log.Warn("uncount settled run from its quotas", "run_id", rec.ID, "error", err)
+		return
+	}
+	d.dropLive(ctx, rec.ID, rec.Version)
 }
 
 func (d *Driver) dropLive(ctx context.Context, id string, version uint64) {
@@ -172,6 +189,7 @@ func (d *Driver) advance(ctx context.Context, id string) (runRecord, error) {
 		}
 		changed, err := d.evolve(ctx, &run)
 		if changed {
+			fitRecord(&run)
 			if _, perr := putRecord(ctx, d.store, kindRun, id, version, &run); perr != nil {
 				if IsConflict(perr) {
 					continue
@@ -224,7 +242,7 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 				s.Status, changed = stepSubmitted, true
 				i-- // look at it at once
 			case errors.As(err, &ce) && ce.Code == api.CodeBadRequest:
-				run.Errors = append(run.Errors, fmt.Sprintf("step %d was refused by the scheduler: %s", i, Scrub(ce.Message, d.nodes.known(ctx)...)))
+				run.Errors = append(run.Errors, truncateUTF8(fmt.Sprintf("step %d was refused by the scheduler: %s", i, Scrub(ce.Message, d.nodes.known(ctx)...)), maxViewText))
 				s.Status = stepSkipped
 				d.end(run, runFailed, i+1, now)
 				return true, nil
@@ -235,7 +253,9 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 			st, err := d.steps.Step(ctx, s.ID)
 			if IsNotFound(err) {
 				run.Errors = append(run.Errors, fmt.Sprintf("step %d is unknown to the scheduler (was its state restored from an older snapshot?)", i))
-				s.Status = stepEnded
+				s.Status, s.EndedAt, s.Final = stepEnded, now, true
+				s.View = keptView(*s, nil, nil)
+				s.View.State = "unknown"
 				d.end(run, runFailed, i+1, now)
 				return true, nil
 			}
@@ -256,6 +276,7 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 				return changed, nil
 			}
 			s.Status, changed = stepEnded, true
+			s.View, s.Final, s.EndedAt = keptView(*s, &st, d.nodes.known(ctx, st.Node)), viewFinal(&st), now
 			if st.State == "exited" && st.ExitCode != nil && *st.ExitCode == 0 {
 				continue
 			}
@@ -266,7 +287,7 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 				run.CancelStep, cancelled = s.ID, true
 				continue
 			}
-			run.Errors = append(run.Errors, fmt.Sprintf("step %d %s", i, outcome(st, d.nodes.known(ctx, st.Node))))
+			run.Errors = append(run.Errors, truncateUTF8(fmt.Sprintf("step %d %s", i, outcome(st, d.nodes.known(ctx, st.Node))), maxViewText))
 			d.end(run, runFailed, i+1, now)
 			return true, nil
 		}
@@ -287,7 +308,42 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 	if c, err := d.settleCancel(ctx, run, now); err != nil || c {
 		return changed || c, err
 	}
+	c, err := d.settleViews(ctx, run, now)
+	return changed || c, err
+}
+
+// settleViews reads again the ended steps whose kept view is not final
+// (their sandbox's clean-up or their cancel's confirmation may come after
+// their exit), until it is, or viewSettle after the step ended; a step the
+// scheduler no longer has keeps its view as it is.
+func (d *Driver) settleViews(ctx context.Context, run *runRecord, now time.Time) (bool, error) {
+	changed := false
+	for i := range run.Steps {
+		s := &run.Steps[i]
+		if s.Status != stepEnded || s.View == nil || s.Final {
+			continue
+		}
+		st, err := d.steps.Step(ctx, s.ID)
+		switch {
+		case IsNotFound(err):
+			s.Final, changed = true, true
+			continue
+		case err != nil:
+			return changed, fmt.Errorf("read step %s: %w", s.ID, err)
+		}
+		v := keptView(*s, &st, d.nodes.known(ctx, st.Node))
+		final := viewFinal(&st) || now.Sub(s.EndedAt) >= viewSettle
+		if final != s.Final || !sameJSON(v, s.View) {
+			s.View, s.Final, changed = v, final, true
+		}
+	}
 	return changed, nil
+}
+
+func sameJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
 }
 
 // end ends run in state and skips its steps from index from on.

@@ -13,10 +13,13 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/rodon-compute/rodon/gateway/relay"
 )
 
 // Config configures a Gateway.
@@ -62,28 +65,93 @@ type Config struct {
 	// Stream serves GET /v1/steps/{id}/stream once authorized; nil answers
 	// 501 (the relay is not wired in).
 	Stream StreamServer
+	// Quotas bound the live runs and queued steps of each workspace and
+	// each principal.
+	Quotas Quotas
+	// SignIn bounds sign-in attempts.
+	SignIn SignInLimits
+	// Timeouts are the HTTP server's.
+	Timeouts Timeouts
+	// RunRetention is how long a run record is kept after the run was
+	// created (a run not settled yet is kept until it is).
+	RunRetention time.Duration
+	// MaintenanceInterval is how often the maintenance pass runs
+	// (retention, expired sign-ins, quota counters).
+	MaintenanceInterval time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+}
+
+// Bounds of the settings (the flags of `gateway serve` check them).
+const (
+	MinRunRetention = time.Second
+	MaxRunRetention = 10 * 365 * 24 * time.Hour
+	// DefaultRunRetention is SPEC's 90 days.
+	DefaultRunRetention = 90 * 24 * time.Hour
+)
+
+// Timeouts are the HTTP server's timeouts (docs/GATEWAY.md, "Limits").
+// Read and Write bound each request but a stream's (a websocket keeps its
+// own deadlines: pings and the relay's write wait).
+type Timeouts struct {
+	// ReadHeader bounds reading a request's headers; Read reading the
+	// whole request (headers and body); Write the time from the end of
+	// the headers to the end of the answer.
+	ReadHeader, Read, Write time.Duration
+	// Idle is how long a kept-alive connection waits for its next request.
+	Idle time.Duration
+}
+
+// DefaultTimeouts and MaxTimeouts are the defaults and the largest values
+// of `gateway serve`'s --http-* flags.
+var (
+	DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 60 * time.Second, Idle: 2 * time.Minute}
+	MaxTimeouts     = Timeouts{ReadHeader: time.Minute, Read: 10 * time.Minute, Write: 10 * time.Minute, Idle: time.Hour}
+)
+
+// Check reports the first timeout outside (0, max], naming its flag.
+func (t Timeouts) Check() error {
+	for _, c := range []struct {
+		flag   string
+		v, max time.Duration
+	}{
+		{"http-read-header-timeout", t.ReadHeader, MaxTimeouts.ReadHeader},
+		{"http-read-timeout", t.Read, MaxTimeouts.Read},
+		{"http-write-timeout", t.Write, MaxTimeouts.Write},
+		{"http-idle-timeout", t.Idle, MaxTimeouts.Idle},
+	} {
+		if c.v <= 0 || c.v > c.max {
+			return fmt.Errorf("%s %v: want more than 0 and at most %v", c.flag, c.v, c.max)
+		}
+	}
+	return nil
 }
 
 // DefaultConfig returns the defaults of `gateway serve`.
 func DefaultConfig() Config {
 	return Config{
-		Listen:           "127.0.0.1:7300",
-		Site:             "http://127.0.0.1:7300",
-		Name:             "gateway",
-		RegisterInterval: time.Minute,
-		OwnerEmail:       "owner@rodon.local",
-		SessionTTL:       12 * time.Hour,
-		DriverInterval:   2 * time.Second,
+		Listen:              "127.0.0.1:7300",
+		Site:                "http://127.0.0.1:7300",
+		Name:                "gateway",
+		RegisterInterval:    time.Minute,
+		OwnerEmail:          "owner@rodon.local",
+		SessionTTL:          12 * time.Hour,
+		DriverInterval:      2 * time.Second,
+		Quotas:              DefaultQuotas,
+		SignIn:              DefaultSignInLimits,
+		Timeouts:            DefaultTimeouts,
+		RunRetention:        DefaultRunRetention,
+		MaintenanceInterval: time.Minute,
 	}
 }
 
-// StreamServer relays a step's stream to a client (package gateway/relay).
-// The gateway calls it after it authorized the request: interactive says
-// whether the client may send input (an editor or more, on a tty step).
+// StreamServer relays a step's stream to a client (*relay.Relay). The
+// gateway calls it after it authorized the request: st.Interactive says
+// whether the client may send input (an editor or more, on a tty step),
+// st.Check authorizes the caller again while the stream is open, and the
+// terminal's input is audited through st.Opened and st.Closed.
 type StreamServer interface {
-	ServeStep(w http.ResponseWriter, r *http.Request, stepID string, from uint64, interactive bool)
+	ServeStream(w http.ResponseWriter, r *http.Request, st relay.Stream)
 }
 
 // Gateway serves the API. Build it with New, serve with Run (or mount
@@ -102,7 +170,15 @@ type Gateway struct {
 	// signinByEmail and signinByAddr rate-limit sign-in attempts.
 	signinByEmail *limiter
 	signinByAddr  *limiter
-	secureCookie  bool
+	// hashing holds a token per password check running
+	// (SignInLimits.Hashing).
+	hashing      chan struct{}
+	hashWait     time.Duration
+	secureCookie bool
+	// maintMu guards signinCursor: where the maintenance pass's sweep of
+	// sign-ins goes on.
+	maintMu      sync.Mutex
+	signinCursor string
 }
 
 // New checks cfg and wires a gateway on store and steps (both usually the
@@ -125,6 +201,21 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	}
 	if cfg.DriverInterval <= 0 {
 		return nil, fmt.Errorf("driver interval %v: want a positive duration", cfg.DriverInterval)
+	}
+	if err := cfg.Quotas.Check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.SignIn.Check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Timeouts.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.RunRetention < MinRunRetention || cfg.RunRetention > MaxRunRetention {
+		return nil, fmt.Errorf("run retention %v: want %v to %v", cfg.RunRetention, MinRunRetention, MaxRunRetention)
+	}
+	if cfg.MaintenanceInterval <= 0 {
+		return nil, fmt.Errorf("maintenance interval %v: want a positive duration", cfg.MaintenanceInterval)
 	}
 	u, err := url.Parse(cfg.Site)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
@@ -151,8 +242,10 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 		steps:         steps,
 		log:           logger.With("component", "gateway"),
 		now:           func() time.Time { return cfg.Now().UTC() },
-		signinByEmail: newLimiter(5, 30*time.Second, cfg.Now),
-		signinByAddr:  newLimiter(20, 5*time.Second, cfg.Now),
+		signinByEmail: newLimiter(cfg.SignIn.PerEmailBurst, cfg.SignIn.PerEmailEvery, cfg.Now),
+		signinByAddr:  newLimiter(cfg.SignIn.PerAddressBurst, cfg.SignIn.PerAddressEvery, cfg.Now),
+		hashing:       make(chan struct{}, cfg.SignIn.Hashing),
+		hashWait:      hashWait,
 		secureCookie:  u.Scheme == "https",
 	}
 	g.metrics = newMetrics(cfg.Collectors...)
@@ -209,7 +302,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	srv := &http.Server{
 		Handler:           g.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: g.cfg.Timeouts.ReadHeader,
+		IdleTimeout:       g.cfg.Timeouts.Idle,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
@@ -269,6 +364,34 @@ func (g *Gateway) bootstrapLoop(ctx context.Context) {
 		}
 		backoff = min(2*backoff, 10*time.Second)
 	}
+}
+
+// maxHeaderBytes bounds a request's headers.
+const maxHeaderBytes = 64 << 10
+
+// deadlines bounds reading each request and writing its answer
+// (Timeouts.Read and Write, from the end of its headers), but a step
+// stream's: the websocket keeps its own (pings, the relay's write wait).
+func (g *Gateway) deadlines(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isStreamPath(r.URL.Path) {
+			rc := http.NewResponseController(w)
+			now := time.Now()
+			// Not every ResponseWriter has deadlines (httptest's): then
+			// there is nothing to bound.
+			rc.SetReadDeadline(now.Add(g.cfg.Timeouts.Read))
+			rc.SetWriteDeadline(now.Add(g.cfg.Timeouts.Write))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// isStreamPath reports whether path is a step stream's,
+// /v1/steps/{id}/stream.
+func isStreamPath(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/v1/steps/")
+	id, ok2 := strings.CutSuffix(rest, "/stream")
+	return ok && ok2 && id != "" && !strings.Contains(id, "/")
 }
 
 // securityHeaders sets the headers every answer carries.

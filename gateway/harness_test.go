@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/gateway/gatewaytest"
+	"github.com/rodon-compute/rodon/gateway/relay"
 )
 
 const (
@@ -39,22 +40,37 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// fakeStream stands in for the relay.
-type fakeStream struct{}
+// fakeStream stands in for the relay: it answers what it was given, and
+// keeps the stream for a test to drive its hooks.
+type fakeStream struct {
+	mu   sync.Mutex
+	last *relay.Stream
+}
 
-func (fakeStream) ServeStep(w http.ResponseWriter, r *http.Request, stepID string, from uint64, interactive bool) {
+func (fs *fakeStream) ServeStream(w http.ResponseWriter, r *http.Request, st relay.Stream) {
+	fs.mu.Lock()
+	fs.last = &st
+	fs.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"step": stepID, "from": from, "interactive": interactive})
+	json.NewEncoder(w).Encode(map[string]any{"step": st.StepID, "from": st.From, "interactive": st.Interactive})
+}
+
+// stream returns the last stream served.
+func (fs *fakeStream) stream() *relay.Stream {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.last
 }
 
 // fixture is a gateway on fakes with two workspaces and one credential of
 // each kind.
 type fixture struct {
-	t     *testing.T
-	store *gatewaytest.MemStore
-	sched *gatewaytest.Scheduler
-	g     *Gateway
-	h     http.Handler
+	t      *testing.T
+	store  *gatewaytest.MemStore
+	sched  *gatewaytest.Scheduler
+	g      *Gateway
+	stream *fakeStream
+	h      http.Handler
 	// creds by name: "none", "viewer".."owner" (people), "key-viewer"..
 	// "key-owner", "other" (an admin limited to ws-other).
 	creds map[string]cred
@@ -74,16 +90,25 @@ type cred struct {
 var personRoles = []Role{RoleViewer, RoleEditor, RoleAdmin, RoleOwner}
 
 func newFixture(t *testing.T) *fixture {
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with edit applied to the configuration.
+func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, store: gatewaytest.NewMemStore(), sched: gatewaytest.NewScheduler(), creds: map[string]cred{"none": {}}}
+	f := &fixture{t: t, store: gatewaytest.NewMemStore(), sched: gatewaytest.NewScheduler(), creds: map[string]cred{"none": {}},
+		stream: &fakeStream{}}
 	cfg := DefaultConfig()
-	cfg.Site, cfg.OwnerEmail, cfg.Stream = testSite, "", fakeStream{}
+	cfg.Site, cfg.OwnerEmail, cfg.Stream = testSite, "", f.stream
+	if edit != nil {
+		edit(&cfg)
+	}
 	g, err := New(cfg, f.store, f.sched, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.g, f.h = g, g.Handler()
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(time.Second)
 	for _, ws := range []string{wsMain, wsOther} {
 		f.put(kindWorkspace, ws, Workspace{ID: ws, Name: ws, CreatedAt: now})
 	}
@@ -113,15 +138,21 @@ func (f *fixture) put(kind, id string, v any) {
 }
 
 func (f *fixture) account(email string, role Role, ws []string) string {
-	a := accountRecord{ID: accountID(email), Email: email, Role: role, Workspaces: ws, PasswordHash: testHash(), CreatedAt: time.Now().UTC()}
+	a := accountRecord{ID: accountID(email), Email: email, Role: role, Workspaces: ws, PasswordHash: testHash(), CreatedAt: time.Now().UTC().Truncate(time.Second),
+		Generation: "gen-" + email}
 	f.put(kindAccount, a.ID, a)
 	return a.ID
 }
 
 func (f *fixture) session(account string) cred {
+	f.t.Helper()
 	tok := randomString(40)
-	now := time.Now().UTC()
-	f.put(kindSignin, digest(tok), signinRecord{Account: account, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+	now := time.Now().UTC().Truncate(time.Second) // JSON of one length
+	var a accountRecord
+	if _, err := getRecord(f.t.Context(), f.store, kindAccount, account, &a); err != nil {
+		f.t.Fatal(err)
+	}
+	f.put(kindSignin, digest(tok), signinRecord{Account: account, Generation: a.Generation, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	return cred{cookie: tok, csrf: csrfToken(tok), person: true}
 }
 
@@ -140,6 +171,9 @@ func (f *fixture) request(c cred, method, path, body string) *http.Request {
 	}
 	r := httptest.NewRequest(method, path, rd)
 	r.RemoteAddr = "192.0.2.1:5555"
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	if c.cookie != "" {
 		r.AddCookie(&http.Cookie{Name: cookieName, Value: c.cookie})
 		if method != "GET" {

@@ -15,6 +15,9 @@ const (
 	codeUnauthorized = "unauthorized"
 	codeForbidden    = "forbidden"
 	codeRateLimited  = "rate_limited"
+	// codeUnsupportedMedia: a request body of another Content-Type than
+	// the route takes (415).
+	codeUnsupportedMedia = "unsupported_media_type"
 )
 
 // httpError is an error answer: status, api code and a message for people.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The canonical id prefixes of the gateway's objects.
@@ -29,6 +30,42 @@ var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPad
 func newID(prefix string) string {
 	return prefix + randomString(idLen)
 }
+
+// sortable is an alphabet of a-z0-9 in byte order (base32hex, lower
+// case): ids built with it sort as the numbers they encode.
+const sortable = "0123456789abcdefghijklmnopqrstuv"
+
+// timeIDLen is the length of the time part of newTimeID's ids: 50 bits of
+// milliseconds.
+const timeIDLen = 10
+
+// newTimeID returns prefix, then t counted backwards (newer ids sort
+// first), then idLen random characters: the record store lists such ids
+// newest first, so that a list's first page is the latest.
+func newTimeID(prefix string, t time.Time) string {
+	return prefix + invertedTime(t) + randomString(idLen)
+}
+
+// invertedTime encodes 2^50-1 minus t's milliseconds (newer sorts
+// first); forwardTime encodes t's milliseconds (older sorts first).
+func invertedTime(t time.Time) string { return encodeSortable(1<<50 - 1 - millis(t)) }
+func forwardTime(t time.Time) string  { return encodeSortable(millis(t)) }
+
+func millis(t time.Time) uint64 { return uint64(max(t.UnixMilli(), 0)) & (1<<50 - 1) }
+
+// encodeSortable encodes the low 50 bits of v in timeIDLen characters of
+// sortable.
+func encodeSortable(v uint64) string {
+	b := make([]byte, timeIDLen)
+	for i := timeIDLen - 1; i >= 0; i-- {
+		b[i] = sortable[v&31]
+		v >>= 5
+	}
+	return string(b)
+}
+
+// newGeneration returns a fresh account generation.
+func newGeneration() string { return randomString(idLen) }
 
 // randomString returns n random characters of a-z2-7.
 func randomString(n int) string {

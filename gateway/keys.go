@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -20,7 +19,11 @@ type createKeyResponse struct {
 }
 
 func (g *Gateway) handleKeys(c *call) error {
-	recs, err := listRecords[keyRecord](c.ctx, g.store, kindKey, "")
+	pg, err := parsePage(c.r.URL.Query(), "keys")
+	if err != nil {
+		return err
+	}
+	recs, next, err := scanPage[keyRecord](c.ctx, g.store, kindKey, "", pg, nil)
 	if err != nil {
 		return err
 	}
@@ -28,8 +31,7 @@ func (g *Gateway) handleKeys(c *call) error {
 	for _, r := range recs {
 		out = append(out, r.Value.public())
 	}
-	slices.SortFunc(out, func(a, b Key) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	return c.json(http.StatusOK, out)
+	return c.page("keys", out, next)
 }
 
 func (g *Gateway) handleCreateKey(c *call) error {

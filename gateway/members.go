@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"net/http"
-	"slices"
-	"strings"
 )
 
 type createMemberRequest struct {
@@ -19,7 +17,11 @@ type updateMemberRequest struct {
 }
 
 func (g *Gateway) handleMembers(c *call) error {
-	recs, err := listRecords[accountRecord](c.ctx, g.store, kindAccount, "")
+	pg, err := parsePage(c.r.URL.Query(), "members")
+	if err != nil {
+		return err
+	}
+	recs, next, err := scanPage[accountRecord](c.ctx, g.store, kindAccount, "", pg, nil)
 	if err != nil {
 		return err
 	}
@@ -27,8 +29,7 @@ func (g *Gateway) handleMembers(c *call) error {
 	for _, r := range recs {
 		out = append(out, r.Value.public())
 	}
-	slices.SortFunc(out, func(a, b Account) int { return strings.Compare(a.Email, b.Email) })
-	return c.json(http.StatusOK, out)
+	return c.page("members", out, next)
 }
 
 // checkGrant checks that the caller may give (or take) role: admins and
@@ -68,7 +69,7 @@ func (g *Gateway) handleCreateMember(c *call) error {
 	}
 	email := normalizeEmail(req.Email)
 	a := accountRecord{ID: accountID(email), Email: email, Role: req.Role, Workspaces: req.Workspaces,
-		PasswordHash: hashPassword(req.Password), CreatedAt: g.now()}
+		PasswordHash: hashPassword(req.Password), CreatedAt: g.now(), Generation: newGeneration()}
 	c.target = a.ID
 	if _, err := putRecord(c.ctx, g.store, kindAccount, a.ID, 0, &a); err != nil {
 		if IsConflict(err) {
@@ -93,15 +94,16 @@ func (g *Gateway) getAccount(c *call, id string) (accountRecord, uint64, error) 
 	return a, v, err
 }
 
-// ownerCount counts the owners.
+// ownerCount counts the owners, up to two (all the callers need to know
+// is whether there is more than one).
 func (g *Gateway) ownerCount(c *call) (int, error) {
-	recs, err := listRecords[accountRecord](c.ctx, g.store, kindAccount, "")
 	n := 0
-	for _, r := range recs {
+	err := eachRecord(c.ctx, g.store, kindAccount, "", func(r versioned[accountRecord]) (bool, error) {
 		if r.Value.Role == RoleOwner {
 			n++
 		}
-	}
+		return n < 2, nil
+	})
 	return n, err
 }
 
@@ -141,7 +143,9 @@ func (g *Gateway) handleUpdateMember(c *call) error {
 			return conflict("%s is the last owner: make another owner first", a.Email)
 		}
 	}
-	a.Role, a.Workspaces = role, workspaces
+	// A new generation ends the member's sign-ins and streams: they sign
+	// in again with what they may do now.
+	a.Role, a.Workspaces, a.Generation = role, workspaces, newGeneration()
 	if _, err := putRecord(c.ctx, g.store, kindAccount, a.ID, version, &a); err != nil {
 		if IsConflict(err) {
 			return conflict("member %s changed meanwhile: read it again and retry", a.ID)

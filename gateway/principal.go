@@ -125,6 +125,13 @@ func (g *Gateway) authenticateSession(ctx context.Context, tok string) (*princip
 		}
 		return nil, err
 	}
+	if a.Generation == "" || s.Generation != a.Generation {
+		// The member was deleted (and invited again) or changed since.
+		if err := g.store.DeleteRecord(ctx, kindSignin, sid, version); err != nil && !IsNotFound(err) && !IsConflict(err) {
+			g.log.Warn("delete a stale sign-in", "error", err)
+		}
+		return nil, unauthorized("the member was changed or removed since this sign-in: sign in again")
+	}
 	return &principal{
 		actor: Actor{Kind: "account", ID: a.ID}, Role: a.Role, Workspaces: a.Workspaces,
 		cred: credentialRef{Kind: "session", ID: sessionRef(sid)}, cookie: true, csrf: csrfToken(tok), account: &a,

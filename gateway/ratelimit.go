@@ -24,7 +24,9 @@ type bucket struct {
 }
 
 // maxBuckets bounds the memory of a limiter: past it, full buckets are
-// dropped (a full bucket is the same as none).
+// dropped (a full bucket is the same as none), and if that is not enough,
+// any (a client whose bucket is dropped gets a full one again: the global
+// cap on password checks still holds).
 const maxBuckets = 10000
 
 func newLimiter(burst int, per time.Duration, now func() time.Time) *limiter {
@@ -41,6 +43,12 @@ func (l *limiter) take(key string) (ok bool, wait time.Duration) {
 	if !found {
 		if len(l.buckets) >= maxBuckets {
 			l.prune(now)
+		}
+		for k := range l.buckets {
+			if len(l.buckets) < maxBuckets {
+				break
+			}
+			delete(l.buckets, k)
 		}
 		b = &bucket{tokens: l.burst, last: now}
 		l.buckets[key] = b

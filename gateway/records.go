@@ -19,6 +19,11 @@ type accountRecord struct {
 	Workspaces   []string  `json:"workspaces,omitempty"`
 	PasswordHash string    `json:"password_hash"`
 	CreatedAt    time.Time `json:"created_at"`
+	// Generation is random, made anew whenever the member is created or
+	// changed: a sign-in is valid only for the generation it was made
+	// in, so deleting a member (and inviting the same email again) or
+	// changing their role or workspaces ends their sign-ins and streams.
+	Generation string `json:"generation,omitempty"`
 }
 
 // keyRecord is an API key (kind "key", id "key-...").
@@ -37,9 +42,11 @@ type keyRecord struct {
 // signinRecord is a person's sign-in session (kind "signin", id the hex
 // SHA-256 of the cookie's token).
 type signinRecord struct {
-	Account   string    `json:"account"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
+	Account string `json:"account"`
+	// Generation is the account's when the sign-in was made.
+	Generation string    `json:"generation,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
 }
 
 // bootstrapRecord marks who creates the first owner (kind "bootstrap", id
@@ -69,8 +76,23 @@ type runRecord struct {
 
 // liveRecord marks a run the Driver has work on (kind "run_live", id the
 // run's): created before the run, deleted once the run is settled, so a
-// pass reads only these and not every run ever made.
+// pass reads only these and not every run ever made. Workspace and By
+// (the creator's id) say which quota counters hold the run, for when the
+// run record was never written.
 type liveRecord struct {
+	CreatedAt time.Time `json:"created_at"`
+	Workspace string    `json:"workspace,omitempty"`
+	By        string    `json:"by,omitempty"`
+}
+
+// runIndexRecord is an entry of a run index, written when the run is
+// created and deleted with it: kind "run_ws" (id "WS.RUN": a workspace's
+// runs, newest first, for the lists of one workspace) and kind
+// "run_expiry" (id "TIME.RUN", TIME sorting oldest first: what retention
+// reads). Run records themselves (kind "run") are listed newest first by
+// their ids.
+type runIndexRecord struct {
+	Workspace string    `json:"workspace"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -91,6 +113,14 @@ type runStepRecord struct {
 	// scheduler's record is terminal and the run moved on) or skipped
 	// (cancelled without running).
 	Status string `json:"status"`
+	// View is the ended step as the API shows it, taken from the
+	// scheduler when the step ended and kept up to date until Final (its
+	// sandbox cleaned up and its cancel settled, or viewSettle after it
+	// ended): from then on reading the run never asks the scheduler for
+	// the step again, and the step may leave the scheduler's state.
+	View    *RunStep  `json:"view,omitempty"`
+	Final   bool      `json:"final,omitempty"`
+	EndedAt time.Time `json:"ended_at,omitzero"`
 }
 
 // Run step statuses.
@@ -104,5 +134,13 @@ const (
 // settled reports whether the run is over and its cancel, if any, settled:
 // nothing is left for the Driver to do.
 func (r *runRecord) settled() bool {
-	return r.State != runRunning && (r.Cancel == nil || !r.Cancel.ConfirmedAt.IsZero() || r.Cancel.Unverified != "")
+	if r.State == runRunning || r.Cancel != nil && r.Cancel.ConfirmedAt.IsZero() && r.Cancel.Unverified == "" {
+		return false
+	}
+	for _, s := range r.Steps {
+		if s.Status == stepEnded && s.View != nil && !s.Final {
+			return false
+		}
+	}
+	return true
 }

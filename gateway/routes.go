@@ -65,6 +65,7 @@ func (g *Gateway) routeTable() []route {
 		{pattern: "GET /v1/steps/{id}/stream", least: RoleViewer, handle: g.handleStream},
 
 		{pattern: "GET /v1/audit", least: RoleAdmin, org: true, handle: g.handleAudit},
+		{pattern: "POST /v1/audit/drop", least: RoleOwner, person: true, org: true, action: "audit.drop", handle: g.handleDropAudit},
 	}
 }
 
@@ -78,7 +79,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	mux.Handle("GET /metrics", g.metrics.handler())
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
 	mux.Handle("/", g.pageHandler())
-	return securityHeaders(g.metrics.instrument(mux))
+	return securityHeaders(g.deadlines(g.metrics.instrument(mux)))
 }
 
 // call is one API request on its way through a route.
@@ -93,6 +94,8 @@ type call struct {
 	// who, role and cred override the audit's caller (sign-in sets them).
 	auditWho, auditRole string
 	auditCred           *credentialRef
+	// audited is set by a handler that recorded the call itself.
+	audited bool
 }
 
 // json writes v as the answer.
@@ -125,8 +128,9 @@ func (g *Gateway) serveRoute(rt route) http.Handler {
 			result = he.code
 		}
 		// A write by an unknown caller is not audited (anyone could fill
-		// the log), but for sign-in attempts, which are rate limited.
-		if rt.write() && (c.p != nil || rt.least == RoleNone) {
+		// the log), but for sign-in attempts on an existing account,
+		// which are rate limited per account; the others are counted.
+		if rt.write() && !c.audited && (c.p != nil || c.auditWho != "") {
 			g.audit(c, rt.action, result)
 		}
 	})
@@ -184,6 +188,17 @@ type auditEntry struct {
 	// Result is "ok" or the error code answered.
 	Result string `json:"result"`
 	Client string `json:"client"`
+	// Input is what a terminal received (terminal.close).
+	Input *inputStats `json:"input,omitempty"`
+}
+
+// inputStats is what one stream sent to a step's terminal: bytes of
+// stdin, stdin messages, resizes, and how long the stream was open.
+type inputStats struct {
+	Bytes    int64   `json:"bytes"`
+	Messages int64   `json:"messages"`
+	Resizes  int64   `json:"resizes"`
+	Seconds  float64 `json:"seconds"`
 }
 
 // credentialRef names a credential, never its secret: kind is password,
@@ -197,6 +212,11 @@ type credentialRef struct {
 // audit appends the audit entry of c. A failure cannot undo the write: it
 // is logged and counted.
 func (g *Gateway) audit(c *call, action, result string) {
+	g.appendAudit(c, g.auditDoc(c, action, result))
+}
+
+// auditDoc is c's audit document.
+func (g *Gateway) auditDoc(c *call, action, result string) auditEntry {
 	e := auditEntry{Action: action, Target: c.target, Result: result, Client: clientAddr(c.r).String()}
 	if c.p != nil {
 		e.Who, e.Role, e.Credential = c.p.actor.ID, c.p.Role.String(), &c.p.cred
@@ -204,6 +224,12 @@ func (g *Gateway) audit(c *call, action, result string) {
 	if c.auditWho != "" || c.auditCred != nil {
 		e.Who, e.Role, e.Credential = c.auditWho, c.auditRole, c.auditCred
 	}
+	return e
+}
+
+// appendAudit appends e for call c.
+func (g *Gateway) appendAudit(c *call, e auditEntry) {
+	action, result := e.Action, e.Result
 	b, _ := json.Marshal(e)
 	// The write is done even when the client went away: audit it anyway.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), auditTimeout)

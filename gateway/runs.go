@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/gateway/relay"
 )
 
 // Limits of a run request.
@@ -153,7 +155,7 @@ func (g *Gateway) handleCreateRun(c *call) error {
 		return badRequest("field \"steps\": want 1 to %d steps, got %d", maxSteps, len(req.Steps))
 	}
 	now := g.now()
-	run := runRecord{ID: newID(prefixRun), Workspace: req.Workspace, Session: req.Session, State: runRunning,
+	run := runRecord{ID: newTimeID(prefixRun, now), Workspace: req.Workspace, Session: req.Session, State: runRunning,
 		CreatedBy: c.p.actor, CreatedAt: now}
 	for i, spec := range req.Steps {
 		sr, err := stepRequest(i, spec)
@@ -162,17 +164,42 @@ func (g *Gateway) handleCreateRun(c *call) error {
 		}
 		run.Steps = append(run.Steps, runStepRecord{ID: stepID(run.ID, i), Index: i, Spec: sr, Status: stepPending})
 	}
+	if b, _ := json.Marshal(run); len(b) > maxRunRecord {
+		return badRequest("run too large: %d bytes of steps, at most %d: pass data through the workspace, not arguments", len(b), maxRunRecord)
+	}
+	c.target = run.ID
+	release, err := g.admit(c.ctx, &run)
+	if err != nil {
+		return err
+	}
+	created := false
+	defer func() {
+		if !created {
+			release()
+		}
+	}()
 	for i := range run.Steps {
 		if err := g.sealEnv(c.ctx, run.Steps[i].ID, &run.Steps[i].Spec); err != nil {
 			return err
 		}
 	}
 	if b, _ := json.Marshal(run); len(b) > maxRunRecord {
-		return badRequest("run too large: %d bytes of steps, at most %d: pass data through the workspace, not arguments", len(b), maxRunRecord)
+		return badRequest("run too large: %d bytes of steps once sealed, at most %d: pass data through the workspace, not arguments", len(b), maxRunRecord)
 	}
-	c.target = run.ID
-	// The marker first: a run without one would never be driven.
-	if _, err := putRecord(c.ctx, g.store, kindRunLive, run.ID, 0, &liveRecord{CreatedAt: now}); err != nil {
+	// The marker first: a run without one would never be driven (nor
+	// uncounted from its quotas). Then the indexes, so that a run record
+	// is never missing from them; an index entry without its run is
+	// skipped by lists and removed by retention.
+	live := liveRecord{CreatedAt: now, Workspace: run.Workspace, By: run.CreatedBy.ID}
+	if _, err := putRecord(c.ctx, g.store, kindRunLive, run.ID, 0, &live); err != nil {
+		return err
+	}
+	created = true // the Driver uncounts a marked run that was never made
+	idx := runIndexRecord{Workspace: run.Workspace, CreatedAt: now}
+	if _, err := putRecord(c.ctx, g.store, kindRunExpiry, expiryID(run.ID, now), 0, &idx); err != nil {
+		return err
+	}
+	if _, err := putRecord(c.ctx, g.store, kindRunWS, wsIndexID(run.Workspace, run.ID), 0, &idx); err != nil {
 		return err
 	}
 	if _, err := putRecord(c.ctx, g.store, kindRun, run.ID, 0, &run); err != nil {
@@ -186,7 +213,7 @@ func (g *Gateway) handleCreateRun(c *call) error {
 		g.log.Warn("advance new run", "run_id", run.ID, "error", err)
 	}
 	g.driver.Wake()
-	return c.json(http.StatusCreated, g.operation(c, &run))
+	return c.json(http.StatusCreated, g.operation(c.ctx, &run, true))
 }
 
 // getRun reads run id for the caller: 404 when it does not exist or is in
@@ -209,7 +236,7 @@ func (g *Gateway) handleRun(c *call) error {
 	if err != nil {
 		return err
 	}
-	return c.json(http.StatusOK, g.operation(c, &run))
+	return c.json(http.StatusOK, g.operation(c.ctx, &run, true))
 }
 
 func (g *Gateway) handleRuns(c *call) error {
@@ -221,26 +248,109 @@ func (g *Gateway) handleRuns(c *call) error {
 		}
 	}
 	if state != "" && !slices.Contains([]string{runRunning, runSucceeded, runFailed, runCancelled}, state) {
-		return badRequest("query parameter state %q: want running, succeeded, failed or cancelled", state)
+		return badRequest("query parameter state %q: want running, succeeded, failed or cancelled", truncateText(state, 40))
 	}
-	if session != "" && !validID(session, prefixSession) {
-		return badRequest("query parameter session %q: want a session id", session)
+	if session != "" {
+		if !validID(session, prefixSession) {
+			return badRequest("query parameter session %q: want a session id", truncateText(session, 40))
+		}
+		var s Session
+		if _, err := getRecord(c.ctx, g.store, kindSession, session, &s); err != nil || !c.p.canSee(s.Workspace) || ws != "" && s.Workspace != ws {
+			if err == nil || IsNotFound(err) {
+				return c.page("runs", []Operation{}, position{})
+			}
+			return err
+		}
+		ws = s.Workspace
 	}
-	recs, err := listRecords[runRecord](c.ctx, g.store, kindRun, "")
+	// One workspace's runs are read through its index; a caller limited
+	// to one workspace lists it the same way.
+	if ws == "" && len(c.p.Workspaces) == 1 {
+		ws = c.p.Workspaces[0]
+	}
+	list := "runs"
+	if ws != "" {
+		list = "runs/" + ws
+	}
+	pg, err := parsePage(q, list)
 	if err != nil {
 		return err
 	}
-	out := []Operation{}
-	for _, r := range recs {
-		run := r.Value
-		if !c.p.canSee(run.Workspace) || ws != "" && run.Workspace != ws ||
-			state != "" && run.State != state || session != "" && run.Session != session {
-			continue
-		}
-		out = append(out, g.operation(c, &run))
+	keep := func(run *runRecord) bool {
+		return c.p.canSee(run.Workspace) && (ws == "" || run.Workspace == ws) &&
+			(state == "" || run.State == state) && (session == "" || run.Session == session)
 	}
-	slices.SortFunc(out, func(a, b Operation) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	return c.json(http.StatusOK, out)
+	runs, next, err := g.runsPage(c.ctx, pg, ws, keep)
+	if err != nil {
+		return err
+	}
+	out := make([]Operation, len(runs))
+	// Each run on the page reads at most its live step from the
+	// scheduler; ended steps are in the run record.
+	forEachLimit(c.ctx, indexes(len(runs)), 8, func(ctx context.Context, i int) error {
+		out[i] = g.operation(ctx, &runs[i], false)
+		return nil
+	})
+	return c.page(list, out, next)
+}
+
+func indexes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// wsIndexID is a run's id in its workspace's index (kind run_ws), and
+// expiryID its id in the retention index (kind run_expiry).
+func wsIndexID(ws, run string) string               { return ws + "." + run }
+func expiryID(run string, created time.Time) string { return forwardTime(created) + "." + run }
+
+// runsPage reads one page of runs newest first, keeping those keep
+// accepts: from the run records themselves, or, for one workspace, from
+// its index and then each run (in parallel). Either way a page reads at
+// most scanBudget records.
+func (g *Gateway) runsPage(ctx context.Context, pg pageReq, ws string, keep func(*runRecord) bool) ([]runRecord, position, error) {
+	var out []runRecord
+	if ws == "" {
+		recs, next, err := scanPage(ctx, g.store, kindRun, "", pg, func(r *versioned[runRecord]) bool { return keep(&r.Value) })
+		for _, r := range recs {
+			out = append(out, r.Value)
+		}
+		return out, next, err
+	}
+	next, err := scanRecords(ctx, g.store, kindRunWS, ws+".", pg, func(recs []api.Record) (int, bool, error) {
+		// Read the runs a batch at a time, no more than the page may
+		// still take.
+		for done := 0; done < len(recs); {
+			batch := recs[done:min(len(recs), done+pg.limit-len(out))]
+			runs := make([]*runRecord, len(batch))
+			err := forEachLimit(ctx, indexes(len(batch)), 8, func(ctx context.Context, i int) error {
+				var run runRecord
+				_, err := getRecord(ctx, g.store, kindRun, strings.TrimPrefix(batch[i].ID, ws+"."), &run)
+				if IsNotFound(err) {
+					return nil // being created, or being dropped by retention
+				}
+				runs[i] = &run
+				return err
+			})
+			if err != nil {
+				return 0, false, err
+			}
+			for i, run := range runs {
+				if run != nil && keep(run) {
+					out = append(out, *run)
+					if len(out) == pg.limit {
+						return done + i + 1, true, nil
+					}
+				}
+			}
+			done += len(batch)
+		}
+		return len(recs), false, nil
+	})
+	return out, next, err
 }
 
 func (g *Gateway) handleCancelRun(c *call) error {
@@ -274,23 +384,29 @@ func (g *Gateway) handleCancelRun(c *call) error {
 		}
 	}
 	g.driver.Wake()
-	return c.json(http.StatusOK, g.operation(c, &run))
+	return c.json(http.StatusOK, g.operation(c.ctx, &run, true))
 }
 
-// operation is run as the API shows it, with each submitted step as the
-// scheduler has it now.
-func (g *Gateway) operation(c *call, run *runRecord) Operation {
+// operation is run as the API shows it. Ended steps are shown from the
+// run record; each step the scheduler still has live is read from it.
+// full is for a run's own page: its steps' events, and ended steps whose
+// view is not final yet read again from the scheduler. Lists leave events
+// out (the run's page has them).
+func (g *Gateway) operation(ctx context.Context, run *runRecord, full bool) Operation {
 	op := Operation{ID: run.ID, Workspace: run.Workspace, Session: run.Session, State: run.State,
 		CreatedBy: run.CreatedBy, CreatedAt: run.CreatedAt, EndedAt: run.EndedAt,
-		Steps: make([]RunStep, 0, len(run.Steps)), Errors: orEmpty(run.Errors)}
+		Steps: make([]RunStep, 0, len(run.Steps)), Errors: slices.Clone(orEmpty(run.Errors))}
 	if run.Cancel != nil {
 		cc := *run.Cancel
 		op.Cancel = &cc
 	}
 	for _, rs := range run.Steps {
-		view, err := g.stepView(c, rs)
+		view, err := g.stepView(ctx, rs, full)
 		if err != nil {
 			op.Errors = append(op.Errors, fmt.Sprintf("step %d: the scheduler did not answer; its state is not shown", rs.Index))
+		}
+		if !full {
+			view.Events, view.EventsOmitted = []api.Event{}, 0
 		}
 		op.Steps = append(op.Steps, view)
 		// The run's cancel is confirmed when its step's is, even before
@@ -304,14 +420,22 @@ func (g *Gateway) operation(c *call, run *runRecord) Operation {
 	return op
 }
 
-// stepView reads step rs from the scheduler (when submitted) and returns
-// its view.
-func (g *Gateway) stepView(c *call, rs runStepRecord) (RunStep, error) {
-	if rs.Status != stepSubmitted && rs.Status != stepEnded {
+// stepView returns step rs's view: from the run record once it ended (or
+// was never submitted), else from the scheduler. fresh reads an ended
+// step whose view is not final again (falling back on the record's when
+// the scheduler no longer has it).
+func (g *Gateway) stepView(ctx context.Context, rs runStepRecord, fresh bool) (RunStep, error) {
+	switch {
+	case rs.Status != stepSubmitted && rs.Status != stepEnded:
 		return runStepView(rs, nil), nil
+	case rs.View != nil && (rs.Final || !fresh):
+		return withRecord(rs, rs.View), nil
 	}
-	st, err := g.steps.Step(c.ctx, rs.ID)
+	st, err := g.steps.Step(ctx, rs.ID)
 	if err != nil {
+		if rs.View != nil {
+			return withRecord(rs, rs.View), nil
+		}
 		v := runStepView(rs, nil)
 		v.State = "unknown"
 		if !IsNotFound(err) {
@@ -319,7 +443,7 @@ func (g *Gateway) stepView(c *call, rs runStepRecord) (RunStep, error) {
 		}
 		return v, err
 	}
-	return runStepView(rs, &st, g.nodes.known(c.ctx, st.Node)...), nil
+	return runStepView(rs, &st, g.nodes.known(ctx, st.Node)...), nil
 }
 
 // getStep finds step id's run for the caller (404 across workspaces).
@@ -344,7 +468,7 @@ func (g *Gateway) handleStep(c *call) error {
 	if err != nil {
 		return err
 	}
-	view, err := g.stepView(c, rs)
+	view, err := g.stepView(c.ctx, rs, true)
 	if err != nil && !IsNotFound(err) {
 		return err
 	}
@@ -352,7 +476,7 @@ func (g *Gateway) handleStep(c *call) error {
 }
 
 func (g *Gateway) handleStream(c *call) error {
-	_, rs, err := g.getStep(c, c.r.PathValue("id"))
+	run, rs, err := g.getStep(c, c.r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -373,7 +497,46 @@ func (g *Gateway) handleStream(c *call) error {
 		return err
 	}
 	interactive := rs.Spec.TTY && c.p.Role >= RoleEditor
-	g.cfg.Stream.ServeStep(c.w, c.r, rs.ID, from, interactive)
+	st := relay.Stream{StepID: rs.ID, From: from, Interactive: interactive,
+		Check: func(ctx context.Context) error { return g.recheck(ctx, c.r, run.Workspace, interactive) }}
+	if interactive {
+		// Terminal input is audited per stream, not per keystroke: when
+		// it opens, and when it closes with what it sent.
+		st.Opened = func() { g.audit(c, "terminal.open", "ok") }
+		st.Closed = func(in relay.Input) {
+			e := g.auditDoc(c, "terminal.close", "ok")
+			e.Input = &inputStats{Bytes: in.Bytes, Messages: in.Messages, Resizes: in.Resizes, Seconds: in.Open.Round(time.Millisecond).Seconds()}
+			g.appendAudit(c, e)
+		}
+	}
+	g.cfg.Stream.ServeStream(c.w, c.r, st)
+	return nil
+}
+
+// recheck authenticates the caller of an open stream again and checks it
+// may still read workspace ws (and write, for an interactive stream): a
+// signed-out, deleted or changed member, or a deleted key, is refused
+// (*relay.Revoked); a store that does not answer is an error the stream
+// outlives.
+func (g *Gateway) recheck(ctx context.Context, r *http.Request, ws string, interactive bool) error {
+	p, err := g.authenticate(ctx, r)
+	var he *httpError
+	switch {
+	case errors.As(err, &he) && he.status == http.StatusUnauthorized:
+		g.metrics.streamsRevoked.Inc()
+		return &relay.Revoked{Code: relay.CloseUnauthorized, Reason: he.msg}
+	case err != nil:
+		return err
+	case p == nil:
+		g.metrics.streamsRevoked.Inc()
+		return &relay.Revoked{Code: relay.CloseUnauthorized, Reason: "no credential: sign in again"}
+	case !p.canSee(ws):
+		g.metrics.streamsRevoked.Inc()
+		return &relay.Revoked{Code: relay.CloseForbidden, Reason: "you may no longer read this workspace"}
+	case interactive && p.Role < RoleEditor:
+		g.metrics.streamsRevoked.Inc()
+		return &relay.Revoked{Code: relay.CloseForbidden, Reason: "you may no longer write to this terminal"}
+	}
 	return nil
 }
 

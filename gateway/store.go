@@ -18,13 +18,22 @@ import (
 // Errors: a missing record is an error for which IsNotFound is true, a lost
 // compare-and-set one for which IsConflict is true (a *client.Error with
 // code not_found or conflict, as the scheduler answers).
+//
+// Nothing is ever listed whole: lists are read a page at a time
+// (ListRecordsPage: at most limit records of kind whose id starts with
+// prefix, in id order, after cursor; next is the cursor of the page after,
+// "" on the last page), so that every read costs at most a page.
 type Store interface {
 	GetRecord(ctx context.Context, kind, id string) (api.Record, error)
-	ListRecords(ctx context.Context, kind, prefix string) ([]api.Record, error)
+	ListRecordsPage(ctx context.Context, kind, prefix string, limit int, cursor string) (recs []api.Record, next string, err error)
 	PutRecord(ctx context.Context, kind, id string, version uint64, value json.RawMessage) (api.Record, error)
 	DeleteRecord(ctx context.Context, kind, id string, version uint64) error
 	AppendAudit(ctx context.Context, entry json.RawMessage) (api.AuditEntry, error)
 	Audit(ctx context.Context, after uint64, limit int) ([]api.AuditEntry, error)
+	// DropAudit drops the audit entries before sequence number before and
+	// appends an entry saying so, naming by (who asked); it returns how
+	// many were dropped.
+	DropAudit(ctx context.Context, before uint64, by json.RawMessage) (dropped uint64, err error)
 }
 
 // Steps is the scheduler's step API, as the gateway uses it. *client.Client
@@ -59,6 +68,9 @@ const (
 	kindSession   = "session"
 	kindRun       = "run"
 	kindRunLive   = "run_live"
+	kindRunWS     = "run_ws"
+	kindRunExpiry = "run_expiry"
+	kindQuota     = "quota"
 	kindBootstrap = "bootstrap"
 )
 
@@ -95,12 +107,8 @@ type versioned[T any] struct {
 	Value   T
 }
 
-// listRecords reads every record of kind whose id starts with prefix.
-func listRecords[T any](ctx context.Context, s Store, kind, prefix string) ([]versioned[T], error) {
-	recs, err := s.ListRecords(ctx, kind, prefix)
-	if err != nil {
-		return nil, err
-	}
+// decodeRecords decodes recs as documents of type T.
+func decodeRecords[T any](kind string, recs []api.Record) ([]versioned[T], error) {
 	out := make([]versioned[T], 0, len(recs))
 	for _, rec := range recs {
 		var v T
@@ -110,4 +118,36 @@ func listRecords[T any](ctx context.Context, s Store, kind, prefix string) ([]ve
 		out = append(out, versioned[T]{ID: rec.ID, Version: rec.Version, Value: v})
 	}
 	return out, nil
+}
+
+// storePage is the page size of the gateway's own scans (the driver, the
+// maintenance loop): the scheduler's largest.
+const storePage = 1000
+
+// eachRecord calls f with every record of kind whose id starts with
+// prefix, a page at a time, until f returns false or an error. It is for
+// lists bounded by a quota or by the organisation's size (live runs,
+// quota counters, owners); API lists page with scanPage instead.
+func eachRecord[T any](ctx context.Context, s Store, kind, prefix string, f func(versioned[T]) (bool, error)) error {
+	cursor := ""
+	for {
+		recs, next, err := s.ListRecordsPage(ctx, kind, prefix, storePage, cursor)
+		if err != nil {
+			return err
+		}
+		vs, err := decodeRecords[T](kind, recs)
+		if err != nil {
+			return err
+		}
+		for _, v := range vs {
+			more, err := f(v)
+			if err != nil || !more {
+				return err
+			}
+		}
+		if next == "" || next == cursor {
+			return nil
+		}
+		cursor = next
+	}
 }

@@ -84,6 +84,10 @@ type RunStep struct {
 	Phases       api.Phases  `json:"phases"`
 	Cancel       *api.Cancel `json:"cancel,omitempty"`
 	Events       []api.Event `json:"events"`
+	// EventsOmitted counts the step's older events no longer shown (a
+	// run record keeps the latest 64 of an ended step, fewer when the
+	// run's steps have many).
+	EventsOmitted int `json:"events_omitted,omitempty"`
 	// Denied counts the packets the egress policy denied, by reason (the
 	// last count the node reported).
 	Denied map[string]int64 `json:"denied"`

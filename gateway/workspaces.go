@@ -1,8 +1,8 @@
 package gateway
 
 import (
+	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -15,18 +15,19 @@ type createWorkspaceRequest struct {
 }
 
 func (g *Gateway) handleWorkspaces(c *call) error {
-	recs, err := listRecords[Workspace](c.ctx, g.store, kindWorkspace, "")
+	pg, err := parsePage(c.r.URL.Query(), "workspaces")
 	if err != nil {
 		return err
 	}
-	out := []Workspace{}
-	for _, r := range recs {
-		if c.p.canSee(r.Value.ID) {
-			out = append(out, r.Value)
-		}
+	recs, next, err := scanPage(c.ctx, g.store, kindWorkspace, "", pg, func(r *versioned[Workspace]) bool { return c.p.canSee(r.Value.ID) })
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(out, func(a, b Workspace) int { return strings.Compare(a.Name, b.Name) })
-	return c.json(http.StatusOK, out)
+	out := make([]Workspace, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, r.Value)
+	}
+	return c.page("workspaces", out, next)
 }
 
 func (g *Gateway) handleCreateWorkspace(c *call) error {
@@ -92,7 +93,7 @@ func (g *Gateway) handleCreateSession(c *call) error {
 	if utf8.RuneCountInString(req.Title) > 200 || !utf8.ValidString(req.Title) {
 		return badRequest("field \"title\": want at most 200 characters")
 	}
-	s := Session{ID: newID(prefixSession), Workspace: req.Workspace, Title: req.Title, CreatedBy: c.p.actor, CreatedAt: g.now()}
+	s := Session{ID: newTimeID(prefixSession, g.now()), Workspace: req.Workspace, Title: req.Title, CreatedBy: c.p.actor, CreatedAt: g.now()}
 	c.target = s.ID
 	if _, err := putRecord(c.ctx, g.store, kindSession, s.ID, 0, &s); err != nil {
 		return err
@@ -107,44 +108,90 @@ func (g *Gateway) handleSessions(c *call) error {
 			return err
 		}
 	}
-	recs, err := listRecords[Session](c.ctx, g.store, kindSession, "")
+	pg, err := parsePage(c.r.URL.Query(), "sessions")
 	if err != nil {
 		return err
 	}
-	out := []Session{}
-	for _, r := range recs {
-		if c.p.canSee(r.Value.Workspace) && (ws == "" || r.Value.Workspace == ws) {
-			out = append(out, r.Value)
-		}
+	recs, next, err := scanPage(c.ctx, g.store, kindSession, "", pg, func(r *versioned[Session]) bool {
+		return c.p.canSee(r.Value.Workspace) && (ws == "" || r.Value.Workspace == ws)
+	})
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(out, func(a, b Session) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	return c.json(http.StatusOK, out)
+	out := make([]Session, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, r.Value)
+	}
+	return c.page("sessions", out, next)
 }
 
+// handleAudit is the export of the audit log: entries oldest first,
+// after ?after=SEQ or from ?cursor= (X-Next-Cursor of the page before).
 func (g *Gateway) handleAudit(c *call) error {
 	q := c.r.URL.Query()
+	pg, err := parsePage(q, "audit")
+	if err != nil {
+		return err
+	}
 	var after uint64
-	limit := 100
 	if s := q.Get("after"); s != "" {
+		if pg.at != (position{}) {
+			return badRequest("query parameters after and cursor: give one")
+		}
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return badRequest("query parameter after %q: want a non-negative integer (an entry's seq)", s)
+			return badRequest("query parameter after %q: want a non-negative integer (an entry's seq)", truncateText(s, 30))
 		}
 		after = v
 	}
-	if s := q.Get("limit"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > 1000 {
-			return badRequest("query parameter limit %q: want 1 to 1000", s)
+	if pg.at.store != "" {
+		v, err := strconv.ParseUint(pg.at.store, 10, 64)
+		if err != nil {
+			return badRequest("query parameter cursor: not a cursor of audit")
 		}
-		limit = v
+		after = v
 	}
-	entries, err := g.store.Audit(c.ctx, after, limit)
+	entries, err := g.store.Audit(c.ctx, after, pg.limit)
 	if err != nil {
 		return err
 	}
 	if entries == nil {
 		entries = []api.AuditEntry{}
 	}
-	return c.json(http.StatusOK, entries)
+	var next position
+	if len(entries) == pg.limit {
+		next.store = strconv.FormatUint(entries[len(entries)-1].Seq, 10)
+	}
+	return c.page("audit", entries, next)
+}
+
+type dropAuditRequest struct {
+	// Before drops the entries whose seq is less than it.
+	Before uint64 `json:"before"`
+}
+
+type dropAuditResponse struct {
+	Dropped uint64 `json:"dropped"`
+}
+
+// handleDropAudit drops the audit entries before a seq, through the
+// scheduler, which appends an entry saying so and naming the caller (the
+// gateway's audit document of this call, as "by"): that entry is the
+// drop's audit.
+func (g *Gateway) handleDropAudit(c *call) error {
+	var req dropAuditRequest
+	if err := c.decode(&req); err != nil {
+		return err
+	}
+	if req.Before == 0 {
+		return badRequest("field \"before\": want the seq of the first entry to keep (export the entries before it first)")
+	}
+	c.target = "before " + strconv.FormatUint(req.Before, 10)
+	by, _ := json.Marshal(g.auditDoc(c, "audit.drop", "ok"))
+	n, err := g.store.DropAudit(c.ctx, req.Before, by)
+	if err != nil {
+		return err
+	}
+	c.audited = true
+	return c.json(http.StatusOK, dropAuditResponse{Dropped: n})
 }

@@ -61,7 +61,7 @@ func (st *State) applyStepExit(idx uint64, c *cluster.StepExit) any {
 	case !s.Live():
 		return transition(s, r.State)
 	}
-	s.State, s.TerminatedBy, s.Reason = r.State, r.TerminatedBy, r.Reason
+	s.State, s.TerminatedBy, s.Reason, s.EndedAt = r.State, r.TerminatedBy, r.Reason, c.At
 	if r.State != cluster.StateFailed {
 		code := r.ExitCode
 		s.ExitCode = &code
@@ -92,7 +92,7 @@ func (st *State) applyRequestCancel(idx uint64, c *cluster.RequestCancel) any {
 	case s.State == cluster.StateQueued:
 		// Nothing ran, so nothing is left to confirm.
 		s.Cancel = &cluster.Cancel{RequestedAt: c.At, ConfirmedAt: c.At}
-		s.State, s.TerminatedBy = cluster.StateCancelled, cluster.ByUser
+		s.State, s.TerminatedBy, s.EndedAt = cluster.StateCancelled, cluster.ByUser, c.At
 		s.Reason = "cancelled before it was placed" + why
 		s.AddEvent(event(c.At, cluster.EventCancelRequested, "cancel requested%s", why))
 		s.AddEvent(event(c.At, cluster.EventCancelConfirmed, "cancelled before it was placed: nothing ran"))

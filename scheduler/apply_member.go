@@ -65,7 +65,7 @@ func (st *State) applyRestore(idx uint64, c *cluster.Restore) any {
 			return fmt.Errorf("restore: node %s: state %q: %w", n.ID, n.State, ErrInvalid)
 		}
 		n.ModifyIndex = idx
-		fresh.nodes[n.ID] = &n
+		fresh.putNode(&n)
 	}
 	for i := range c.Steps {
 		s := c.Steps[i].Clone()
@@ -84,8 +84,8 @@ func (st *State) applyRestore(idx uint64, c *cluster.Restore) any {
 		s.ModifyIndex = idx
 		fresh.putStep(nil, &s)
 	}
-	st.nodes, st.steps, st.live, st.usage, st.queued = fresh.nodes, fresh.steps, fresh.live, fresh.usage, fresh.queued
-	st.assigned, st.reset = fresh.assigned, idx
+	st.takeNodesAndSteps(fresh)
+	st.reset = idx
 	return nil
 }
 

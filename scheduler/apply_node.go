@@ -36,6 +36,23 @@ func liveState(n *cluster.Node) cluster.NodeState {
 	return cluster.NodeReady
 }
 
+// nodeMaxLimits returns a node's maxima of step limits with each zero
+// field set to the cluster's (cluster.MaxLimits).
+func nodeMaxLimits(l cluster.Limits) cluster.Limits {
+	m := cluster.MaxLimits
+	return cluster.Limits{
+		Pids:           cmp.Or(l.Pids, m.Pids),
+		Timeout:        cmp.Or(l.Timeout, m.Timeout),
+		WorkspaceBytes: cmp.Or(l.WorkspaceBytes, m.WorkspaceBytes),
+		OutputBytes:    cmp.Or(l.OutputBytes, m.OutputBytes),
+	}
+}
+
+// covers reports whether the maxima max allow every limit of l.
+func covers(max, l cluster.Limits) bool {
+	return l.Pids <= max.Pids && l.Timeout <= max.Timeout && l.WorkspaceBytes <= max.WorkspaceBytes && l.OutputBytes <= max.OutputBytes
+}
+
 func (st *State) node(id cluster.NodeID) (*cluster.Node, error) {
 	n, ok := st.nodes[id]
 	if !ok {
@@ -60,6 +77,10 @@ func (st *State) applyRegisterNode(idx uint64, c *cluster.RegisterNode) any {
 	if err := validateHealth(c.Health); err != nil {
 		return fmt.Errorf("node %s: %w", c.Node, err)
 	}
+	maxLimits := nodeMaxLimits(c.MaxLimits)
+	if err := maxLimits.Check(cluster.MaxLimits); err != nil {
+		return fmt.Errorf("node %s: max_limits: %w: %w", c.Node, err, ErrInvalid)
+	}
 	n := &cluster.Node{ID: c.Node, CreateIndex: idx}
 	if old, ok := st.nodes[c.Node]; ok {
 		cl := old.Clone()
@@ -70,12 +91,13 @@ func (st *State) applyRegisterNode(idx uint64, c *cluster.RegisterNode) any {
 	n.Labels = c.Labels
 	n.Health = c.Health
 	n.MaxStarting = cmp.Or(c.MaxStarting, cluster.DefaultMaxStarting)
+	n.MaxLimits = maxLimits
 	n.Registered = c.At
 	n.LastHeartbeat = c.At
 	n.DownSince, n.DownReason = time.Time{}, ""
 	n.State = liveState(n)
 	n.ModifyIndex = idx
-	st.nodes[n.ID] = n
+	st.putNode(n)
 	return nil
 }
 
@@ -186,7 +208,7 @@ func (st *State) markLost(idx uint64, id cluster.NodeID, reason string, at time.
 			st.putStep(old, s)
 			continue
 		}
-		s.State, s.TerminatedBy = cluster.StateLost, cluster.ByNodeLost
+		s.State, s.TerminatedBy, s.EndedAt = cluster.StateLost, cluster.ByNodeLost, at
 		switch {
 		case s.Cancel != nil:
 			s.Reason = lost + "; not re-run: a cancel was requested"

@@ -13,7 +13,7 @@ func TestApplyNode(t *testing.T) {
 	ready := cluster.Node{ID: "n1", Address: register("n1", 4, 8*gib).Address,
 		Capacity: cluster.Resources{CPU: 4, MemoryBytes: 8 * gib}, State: cluster.NodeReady,
 		Health: cluster.Health{State: cluster.NodeReady}, MaxStarting: cluster.DefaultMaxStarting,
-		Registered: t0, LastHeartbeat: t0}
+		MaxLimits: cluster.MaxLimits, Registered: t0, LastHeartbeat: t0}
 	degraded := ready
 	degraded.State, degraded.Health = cluster.NodeDegraded, cluster.Health{State: cluster.NodeDegraded, Reasons: []string{"ebpf: cannot attach"}}
 	regDegraded := register("n1", 4, 8*gib)
@@ -30,6 +30,15 @@ func TestApplyNode(t *testing.T) {
 	noReason := register("n1", 4, 8*gib)
 	noReason.Health.State = cluster.NodeDegraded
 	reg := register("n1", 4, 8*gib)
+	// A node's maxima: zero fields are the cluster's; outside the table's
+	// bounds they are refused.
+	regMax := register("n1", 4, 8*gib)
+	regMax.MaxLimits = cluster.Limits{Pids: 256, OutputBytes: 1 << 20}
+	withMax := ready
+	withMax.MaxLimits = cluster.Limits{Pids: 256, Timeout: cluster.MaxLimits.Timeout, WorkspaceBytes: cluster.MaxLimits.WorkspaceBytes, OutputBytes: 1 << 20}
+	overMax, underMax := register("n1", 4, 8*gib), register("n1", 4, 8*gib)
+	overMax.MaxLimits.WorkspaceBytes = cluster.MaxLimits.WorkspaceBytes + 1
+	underMax.MaxLimits.Pids = cluster.MinLimits.Pids - 1
 
 	for _, tc := range []struct {
 		name    string
@@ -40,6 +49,9 @@ func TestApplyNode(t *testing.T) {
 	}{
 		{name: "register", cmd: reg, want: ready},
 		{name: "register degraded", cmd: regDegraded, want: degraded},
+		{name: "register maxima", cmd: regMax, want: withMax},
+		{name: "register maxima over the cluster's", cmd: overMax, wantErr: ErrInvalid},
+		{name: "register maxima under the minima", cmd: underMax, wantErr: ErrInvalid},
 		{name: "register zero cpu", cmd: badCap, wantErr: ErrInvalid},
 		{name: "register degraded without reason", cmd: noReason, wantErr: ErrInvalid},
 		{name: "register bad id", cmd: cluster.RegisterNode{Node: "N 1", Address: reg.Address, Capacity: reg.Capacity,

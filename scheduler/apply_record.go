@@ -1,7 +1,11 @@
 package scheduler
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // applyRecordPut stores a new version of a record (see RecordPut) and
@@ -29,12 +33,7 @@ func (st *State) applyRecordPut(idx uint64, c *RecordPut) any {
 			c.Kind, c.ID, c.Version, old.Version, ErrVersionMismatch)
 	}
 	r := &Record{Kind: c.Kind, ID: c.ID, Version: c.Version + 1, Value: c.Value, ModifyIndex: idx}
-	byID := st.records[c.Kind]
-	if byID == nil {
-		byID = make(map[string]*Record)
-		st.records[c.Kind] = byID
-	}
-	byID[c.ID] = r
+	st.putRecord(c.Kind, c.ID, r)
 	out := r.clone()
 	return &out
 }
@@ -58,10 +57,7 @@ func (st *State) applyRecordDelete(_ uint64, c *RecordDelete) any {
 		return fmt.Errorf("record %s/%s: delete names version %d, but the current version is %d: %w",
 			c.Kind, c.ID, c.Version, old.Version, ErrVersionMismatch)
 	}
-	delete(st.records[c.Kind], c.ID)
-	if len(st.records[c.Kind]) == 0 {
-		delete(st.records, c.Kind)
-	}
+	st.putRecord(c.Kind, c.ID, nil)
 	return nil
 }
 
@@ -75,4 +71,60 @@ func (st *State) applyAuditAppend(_ uint64, c *AuditAppend) any {
 	st.audit = append(st.audit, e)
 	out := e.clone()
 	return &out
+}
+
+// maxAuditBy bounds the "by" of an audit drop.
+const maxAuditBy = 4 << 10
+
+// AuditDropResult is the result of an audit_drop entry: how many entries
+// were dropped, and the entry that records it.
+type AuditDropResult struct {
+	Dropped uint64
+	Entry   AuditEntry
+}
+
+// validateAuditBy checks the "by" of an audit drop: empty, or a JSON
+// value other than null of at most 4 KiB. Errors wrap ErrInvalid.
+func validateAuditBy(by json.RawMessage) error {
+	switch t := bytes.TrimSpace(by); {
+	case len(t) == 0:
+		return nil
+	case len(by) > maxAuditBy:
+		return fmt.Errorf("%d bytes, at most %d (4 KiB): %w", len(by), maxAuditBy, ErrInvalid)
+	case !json.Valid(t) || string(t) == "null":
+		return fmt.Errorf("not a JSON value: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// applyAuditDrop drops the entries below c.Before and appends the entry
+// that says so (see AuditDrop); it returns *AuditDropResult.
+func (st *State) applyAuditDrop(_ uint64, c *AuditDrop) any {
+	last := st.auditSeq()
+	switch {
+	case c.Before == 0:
+		return fmt.Errorf("audit drop: before 0: want the sequence number of the first entry to keep: %w", ErrInvalid)
+	case c.Before > last+1:
+		return fmt.Errorf("audit drop: before %d: the last entry is %d, so at most %d (drop them all): %w", c.Before, last, last+1, ErrInvalid)
+	}
+	if err := validateAuditBy(c.By); err != nil {
+		return fmt.Errorf("audit drop: by: %w", err)
+	}
+	i, _ := slices.BinarySearchFunc(st.audit, c.Before, func(e *AuditEntry, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	// A new array: the dropped entries' memory goes, and a snapshot that
+	// holds the old prefix keeps it whole.
+	st.audit = slices.Clone(st.audit[i:])
+	doc := struct {
+		Action  string          `json:"action"`
+		Before  uint64          `json:"before"`
+		Dropped uint64          `json:"dropped"`
+		By      json.RawMessage `json:"by,omitempty"`
+	}{"audit.drop", c.Before, uint64(i), c.By}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: encode audit drop entry: %v", err)) // By was validated
+	}
+	e := &AuditEntry{Seq: last + 1, Time: c.At, Entry: b}
+	st.audit = append(st.audit, e)
+	return &AuditDropResult{Dropped: uint64(i), Entry: e.clone()}
 }

@@ -71,6 +71,10 @@ func (st *State) applySubmitStep(idx uint64, c *cluster.SubmitStep) any {
 		ModifyIndex: idx,
 	}
 	s.AddEvent(event(c.At, cluster.EventQueued, "queued"))
+	if c.Unplaceable != nil {
+		// The leader found that no node could ever take it.
+		failUnplaceable(s, c.Unplaceable, c.Reason, c.At)
+	}
 	st.putStep(nil, s)
 	return nil
 }
@@ -181,7 +185,7 @@ func (st *State) applyExpire(idx uint64, c *cluster.Expire) any {
 	if s.State != cluster.StateQueued {
 		return transition(s, cluster.StateExpired)
 	}
-	s.State, s.TerminatedBy = cluster.StateExpired, cluster.ByTimeout
+	s.State, s.TerminatedBy, s.EndedAt = cluster.StateExpired, cluster.ByTimeout, c.At
 	s.Reason = c.Reason
 	if s.Reason == "" {
 		s.Reason = "not placed before the queue deadline"

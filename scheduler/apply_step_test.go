@@ -9,8 +9,9 @@ import (
 	"github.com/rodon-compute/rodon/cluster"
 )
 
-// ignoreBookkeeping leaves out what the step tables check separately.
-var ignoreBookkeeping = cmpopts.IgnoreFields(cluster.Step{}, "Spec", "Events", "EventsDropped", "CreateIndex", "ModifyIndex")
+// ignoreBookkeeping leaves out what the step tables check separately
+// (EndedAt: TestEndedAt).
+var ignoreBookkeeping = cmpopts.IgnoreFields(cluster.Step{}, "Spec", "Events", "EventsDropped", "CreateIndex", "ModifyIndex", "EndedAt")
 
 type stepCase struct {
 	name       string

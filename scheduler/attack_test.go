@@ -325,7 +325,7 @@ func TestAttacks(t *testing.T) {
 			{"agent/n1", "GET", "/v1/agent/assignments?node=n1", "", nil, 200},
 			{"agent/n1", "POST", "/v1/agent/steps/s1/phase", `{"node":"n1","attempt":1,"state":"running"}`, nil, 200},
 			{"agent/n2", "POST", "/v1/agent/steps/s2/events", `{"node":"n2","attempt":1,"events":[{"kind":"warning","message":"ok"}]}`, nil, 200},
-			{"gateway/gw", "POST", "/v1/steps", unplaceable, nil, 201},
+			{"gateway/gw", "POST", "/v1/steps", unplaceableStep, nil, 422},
 			{"gateway/gw", "PUT", "/v1/records/users/" + m.id, `{"version":0,"value":{}}`, nil, 200},
 			{"operator/ops", "GET", "/v1/snapshot", "", nil, 200},
 			{"operator/ops", "POST", "/v1/nodes/n2/drain", `{}`, nil, 200},
@@ -370,7 +370,7 @@ func TestForwardVerifiesTheLeader(t *testing.T) {
 		return m.HTTPAddress == addr
 	})
 	before := c.settled()
-	status, answer := c.send("gateway/gw", follower, "POST", "/v1/steps", unplaceable, nil)
+	status, answer := c.send("gateway/gw", follower, "POST", "/v1/steps", unplaceableStep, nil)
 	if status != http.StatusServiceUnavailable || !strings.Contains(string(answer), api.CodeNoLeader) {
 		t.Errorf("POST /v1/steps forwarded to an impostor = %d %s, want 503 no_leader", status, answer)
 	}

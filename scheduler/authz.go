@@ -114,6 +114,7 @@ var accessTable = map[string]access{
 	"DELETE /v1/records/{kind}/{id}": {roles: gateways, action: "delete a record"},
 	"POST /v1/audit":                 {roles: gateways, action: "append to the audit log"},
 	"GET /v1/audit":                  {roles: gateways, action: "read the audit log"},
+	"POST /v1/audit/drop":            {roles: gateways, action: "drop old audit entries"},
 	"PUT /v1/gateways/{name}":        {roles: gateways, own: ownGatewayPath, action: "record a gateway's addresses"},
 }
 

@@ -48,8 +48,10 @@ var (
 )
 
 const (
-	unplaceable = `{"image":"base","args":["true"],"cpu":64,"memory_bytes":1073741824}`
-	registerN1  = `{"node":"n1","address":"127.0.0.1:7201","capacity":{"cpu":4,"memory_bytes":8589934592},"health":{"state":"ready"}}`
+	// unplaceableStep asks more than any node has: it is answered 422 and
+	// recorded failed at once, with nothing left for the leader loops to do.
+	unplaceableStep = `{"image":"base","args":["true"],"cpu":64,"memory_bytes":1073741824}`
+	registerN1      = `{"node":"n1","address":"127.0.0.1:7201","capacity":{"cpu":4,"memory_bytes":8589934592},"health":{"state":"ready"}}`
 )
 
 // matrixRows has the requests of every route the member serves;
@@ -87,7 +89,7 @@ var matrixRows = map[string][]matrixCase{
 	"POST /v1/nodes/{id}/drain":   {{path: fixedPath("/v1/nodes/n2/drain"), body: fixedPath(`{}`), allow: operatorOnly, ok: 200}},
 	"POST /v1/nodes/{id}/undrain": {{path: fixedPath("/v1/nodes/n2/undrain"), allow: operatorOnly, ok: 200}},
 
-	"POST /v1/steps":                {{path: fixedPath("/v1/steps"), body: fixedPath(unplaceable), allow: clientIDs, ok: 201}},
+	"POST /v1/steps":                {{path: fixedPath("/v1/steps"), body: fixedPath(unplaceableStep), allow: clientIDs, ok: 422}},
 	"GET /v1/steps":                 {{path: fixedPath("/v1/steps"), allow: clientIDs, ok: 200}},
 	"POST /v1/env/seal":             {{path: fixedPath("/v1/env/seal"), body: fixedPath(`{"step":"later-1","env":["A=b"]}`), allow: clientIDs, ok: 200}},
 	"GET /v1/steps/{id}":            {{path: fixedPath("/v1/steps/s1"), allow: clientIDs, ok: 200}},
@@ -134,6 +136,7 @@ var matrixRows = map[string][]matrixCase{
 	"DELETE /v1/records/{kind}/{id}": {{path: fixedPath("/v1/records/users/b?version=1"), allow: gatewayOnly, ok: 204}},
 	"POST /v1/audit":                 {{path: fixedPath("/v1/audit"), body: fixedPath(`{"entry":{"who":"matrix"}}`), allow: gatewayOnly, ok: 201}},
 	"GET /v1/audit":                  {{path: fixedPath("/v1/audit"), allow: gatewayOnly, ok: 200}},
+	"POST /v1/audit/drop":            {{path: fixedPath("/v1/audit/drop"), body: fixedPath(`{"before":1,"by":{"who":"matrix"}}`), allow: gatewayOnly, ok: 200}},
 	"PUT /v1/gateways/{name}": {
 		{name: "another gateway's name", path: fixedPath("/v1/gateways/gw2"), body: fixedPath(`{"addresses":["11.0.0.20"]}`)},
 		{path: fixedPath("/v1/gateways/gw"), body: fixedPath(`{"addresses":["11.0.0.20"]}`), allow: gatewayOnly, ok: 200},

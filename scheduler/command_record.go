@@ -16,12 +16,15 @@ const (
 	CmdRecordPut    cluster.CommandType = 16
 	CmdRecordDelete cluster.CommandType = 17
 	CmdAuditAppend  cluster.CommandType = 18
+	// 19-23 are cluster's.
+	CmdAuditDrop cluster.CommandType = 24
 )
 
 var recordCommandNames = map[cluster.CommandType]string{
 	CmdRecordPut:    "record_put",
 	CmdRecordDelete: "record_delete",
 	CmdAuditAppend:  "audit_append",
+	CmdAuditDrop:    "audit_drop",
 }
 
 // typeName names a log entry type, the record store's included.
@@ -59,6 +62,20 @@ type AuditAppend struct {
 	Entry json.RawMessage `json:"entry"`
 	At    time.Time       `json:"at"`
 }
+
+// AuditDrop drops the audit entries numbered below Before (the retention
+// of the audit log: an owner exported them first) and appends, with the
+// next number, an entry saying so: {"action": "audit.drop", "before",
+// "dropped", "by"}, where By (a JSON value the gateway fills) says who
+// asked. Entries are never changed otherwise.
+type AuditDrop struct {
+	Before uint64          `json:"before"`
+	By     json.RawMessage `json:"by,omitempty"`
+	At     time.Time       `json:"at"`
+}
+
+// CommandType implements cluster.Command.
+func (AuditDrop) CommandType() cluster.CommandType { return CmdAuditDrop }
 
 // CommandType implements cluster.Command.
 func (RecordPut) CommandType() cluster.CommandType { return CmdRecordPut }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"time"
@@ -20,25 +21,27 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 		return cluster.StepSpec{}, badRequest("field \"cpu\": %v: want a positive number of cores, such as 0.5", req.CPU)
 	case req.MemoryBytes < 0:
 		return cluster.StepSpec{}, badRequest("field \"memory_bytes\": %d is negative: want a size in bytes of at least 16 MiB", req.MemoryBytes)
-	case req.Pids < 0:
-		return cluster.StepSpec{}, badRequest("field \"pids\": %d is negative: want a process limit, or 0 for none", req.Pids)
-	case req.Timeout < 0:
-		return cluster.StepSpec{}, badRequest("field \"timeout\": %v is negative: want a duration, or none", time.Duration(req.Timeout))
 	case len(req.EnvNames) > 0:
 		return cluster.StepSpec{}, badRequest("field \"env_names\": answers name a step's variables there; a request sends them in \"env\" (NAME=VALUE) or \"sealed_env\"")
 	}
+	lim, err := limitsOf(req)
+	if err != nil {
+		return cluster.StepSpec{}, err
+	}
 	spec := cluster.StepSpec{
-		Image:       req.Image,
-		Args:        req.Args,
-		CPU:         req.CPU,
-		MemoryBytes: req.MemoryBytes,
-		Pids:        req.Pids,
-		Timeout:     time.Duration(req.Timeout),
-		Workspace:   req.Workspace,
-		NoInternet:  req.NoInternet,
-		TTY:         req.TTY,
-		Idempotent:  req.Idempotent,
-		Node:        cluster.NodeID(req.Node),
+		Image:          req.Image,
+		Args:           req.Args,
+		CPU:            req.CPU,
+		MemoryBytes:    req.MemoryBytes,
+		Pids:           lim.Pids,
+		Timeout:        lim.Timeout,
+		WorkspaceBytes: lim.WorkspaceBytes,
+		OutputBytes:    lim.OutputBytes,
+		Workspace:      req.Workspace,
+		NoInternet:     req.NoInternet,
+		TTY:            req.TTY,
+		Idempotent:     req.Idempotent,
+		Node:           cluster.NodeID(req.Node),
 	}
 	if req.Node != "" {
 		if err := cluster.ValidateStepID(cluster.StepID(req.Node)); err != nil {
@@ -56,22 +59,54 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 	return spec, nil
 }
 
+// limitsOf returns the limits a step request asks for, each zero one set
+// to its default (cluster.DefaultLimits), or a 400 that names the field
+// and its bounds when one is outside [cluster.MinLimits,
+// cluster.MaxLimits]. Whatever path a step comes by (the gateway, schedctl,
+// the API), its record holds the limits in force.
+func limitsOf(req api.StepRequest) (cluster.Limits, error) {
+	lim := cluster.Limits{
+		Pids:           req.Pids,
+		Timeout:        time.Duration(req.Timeout),
+		WorkspaceBytes: req.WorkspaceBytes,
+		OutputBytes:    req.OutputBytes,
+	}.WithDefaults()
+	var le *cluster.LimitError
+	if err := lim.Check(cluster.MaxLimits); errors.As(err, &le) {
+		return lim, badRequest("field %q: %s: want %s to %s (zero or absent: the default; see docs/PROTOCOL.md, \"Step limits\")",
+			le.Field, le.Value, le.Min, le.Max)
+	} else if err != nil {
+		return lim, badRequest("step limits: %v", err)
+	}
+	return lim, nil
+}
+
+// limitsOfSpec returns the limits of a step in force: those of its spec,
+// where every step submitted since limits exist has all four, and the
+// defaults for a zero (a step recorded before).
+func limitsOfSpec(spec cluster.StepSpec) cluster.Limits {
+	return cluster.Limits{Pids: spec.Pids, Timeout: spec.Timeout, WorkspaceBytes: spec.WorkspaceBytes, OutputBytes: spec.OutputBytes}.WithDefaults()
+}
+
 // requestOf is the spec as answers show it: the environment by its names
-// only.
+// only, and the limits in force.
 func requestOf(spec cluster.StepSpec) api.StepRequest {
+	lim := limitsOfSpec(spec)
 	return api.StepRequest{
-		Image:       spec.Image,
-		Args:        slices.Clone(spec.Args),
-		EnvNames:    spec.EnvNames(),
-		CPU:         spec.CPU,
-		MemoryBytes: spec.MemoryBytes,
-		Pids:        spec.Pids,
-		Timeout:     api.Duration(spec.Timeout),
-		Workspace:   spec.Workspace,
-		NoInternet:  spec.NoInternet,
-		TTY:         spec.TTY,
-		Idempotent:  spec.Idempotent,
-		Node:        string(spec.Node),
+		Image:          spec.Image,
+		Args:           slices.Clone(spec.Args),
+		EnvNames:       spec.EnvNames(),
+		CPU:            spec.CPU,
+		MemoryBytes:    spec.MemoryBytes,
+		Pids:           lim.Pids,
+		Timeout:        api.Duration(lim.Timeout),
+		WorkspaceBytes: lim.WorkspaceBytes,
+		OutputBytes:    lim.OutputBytes,
+		Workspace:      spec.Workspace,
+		NoInternet:     spec.NoInternet,
+		TTY:            spec.TTY,
+		Idempotent:     spec.Idempotent,
+		Node:           string(spec.Node),
 	}
 }
 
@@ -88,6 +123,8 @@ func apiStep(s cluster.Step) api.Step {
 		Phases:       api.Phases(s.Phases),
 		Events:       make([]api.Event, 0, len(s.Events)),
 		Reason:       s.Reason,
+		Unplaceable:  apiUnplaceable(s.Unplaceable),
+		EndedAt:      s.EndedAt,
 		Spec:         requestOf(s.Spec),
 		CreateIndex:  s.CreateIndex,
 		ModifyIndex:  s.ModifyIndex,
@@ -101,12 +138,27 @@ func apiStep(s cluster.Step) api.Step {
 	return out
 }
 
+func apiUnplaceable(u *cluster.Unplaceable) *api.Unplaceable {
+	if u == nil {
+		return nil
+	}
+	out := &api.Unplaceable{Node: string(u.Node), Unregistered: u.Unregistered, NoSingleNode: u.NoSingleNode}
+	for _, m := range u.Missing {
+		out.Missing = append(out.Missing, api.Shortfall(m))
+	}
+	return out
+}
+
 func apiSteps(steps []cluster.Step) []api.Step {
 	out := make([]api.Step, 0, len(steps))
 	for _, s := range steps {
 		out = append(out, apiStep(s))
 	}
 	return out
+}
+
+func apiLimits(l cluster.Limits) api.Limits {
+	return api.Limits{Pids: l.Pids, Timeout: api.Duration(l.Timeout), WorkspaceBytes: l.WorkspaceBytes, OutputBytes: l.OutputBytes}
 }
 
 // apiNode converts a node record to its public form, given its
@@ -120,6 +172,7 @@ func apiNode(n cluster.Node, u Usage, steps []cluster.Step) api.Node {
 		Reserved:        api.Resources{CPU: float64(u.MilliCPU) / 1000, MemoryBytes: u.MemoryBytes},
 		Running:         u.Live,
 		Labels:          n.Labels,
+		MaxLimits:       apiLimits(nodeMaxLimits(n.MaxLimits)),
 		LastHeartbeat:   n.LastHeartbeat,
 		DownSince:       n.DownSince,
 		DownReason:      n.DownReason,

@@ -3,9 +3,6 @@ package scheduler
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,50 +20,9 @@ import (
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/envseal"
+	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
-
-// newMarker returns a random value no test output holds by chance.
-func newMarker(t testing.TB) string {
-	t.Helper()
-	b := make([]byte, 12)
-	rand.Read(b)
-	return "envmark" + hex.EncodeToString(b)
-}
-
-// leaks reports whether b holds marker as it is, or base64-encoded at any
-// alignment (as JSON writes a []byte).
-func leaks(b []byte, marker string) bool {
-	if bytes.Contains(b, []byte(marker)) {
-		return true
-	}
-	for k := range 3 {
-		enc := base64.StdEncoding.EncodeToString(append(make([]byte, k), marker...))
-		// The characters made of the marker's bits alone.
-		from, to := (8*k+5)/6, (8*(k+len(marker))-6)/6+1
-		if bytes.Contains(b, []byte(enc[from:to])) {
-			return true
-		}
-	}
-	return false
-}
-
-func TestLeaksFindsEncodedMarkers(t *testing.T) {
-	m := "envmarkABCDEF0123456789"
-	for _, doc := range []string{
-		m, "x" + m + "y",
-		base64.StdEncoding.EncodeToString([]byte(m)),
-		base64.StdEncoding.EncodeToString([]byte("A=" + m)),
-		base64.StdEncoding.EncodeToString([]byte("AB=" + m + "tail")),
-	} {
-		if !leaks([]byte(doc), m) {
-			t.Errorf("leaks(%q) = false", doc)
-		}
-	}
-	if leaks([]byte("envmark nothing here"), m) {
-		t.Error("leaks() of an unrelated document = true")
-	}
-}
 
 // logBuffer keeps every log line of a test, and shows them with t.Log.
 type logBuffer struct {
@@ -162,7 +118,7 @@ func TestEnvValuesAreWriteOnly(t *testing.T) {
 	c := envCluster(t, 3, key, logs)
 	cl := c.client()
 	ctx := t.Context()
-	marker := newMarker(t)
+	marker := testenv.Marker()
 	a := newAgent(t, cl, "n1", 8, 64*gib)
 
 	leader, follower := c.waitLeader(), c.follower()
@@ -172,12 +128,12 @@ func TestEnvValuesAreWriteOnly(t *testing.T) {
 	// Directly to the leader and through a follower's forwarding.
 	direct := req("env-direct")
 	direct.Env = []string{"PLAIN=visible-name-only", "SECRET=" + marker}
-	if code, b := c.post(leader.url()+"/v1/steps", direct); code != http.StatusCreated || leaks(b, marker) {
+	if code, b := c.post(leader.url()+"/v1/steps", direct); code != http.StatusCreated || testenv.Holds(b, marker) {
 		t.Fatalf("POST /v1/steps = %d %s, want 201 without the value", code, b)
 	}
 	forwarded := req("env-forwarded")
 	forwarded.Env = []string{"SECRET=" + marker}
-	if code, b := c.post(follower.url()+"/v1/steps", forwarded); code != http.StatusCreated || leaks(b, marker) {
+	if code, b := c.post(follower.url()+"/v1/steps", forwarded); code != http.StatusCreated || testenv.Holds(b, marker) {
 		t.Fatalf("POST /v1/steps via a follower = %d %s, want 201 without the value", code, b)
 	}
 	// Sealed ahead, kept in a record as the gateway keeps its runs, and
@@ -187,7 +143,7 @@ func TestEnvValuesAreWriteOnly(t *testing.T) {
 		t.Fatalf("SealEnv() = %+v, %v", sealed, err)
 	}
 	doc, _ := json.Marshal(map[string]any{"sealed_env": sealed})
-	if leaks(doc, marker) {
+	if testenv.Holds(doc, marker) {
 		t.Fatalf("SealEnv() answer holds the value: %s", doc)
 	}
 	if _, err := cl.PutRecord(ctx, "run", "r1", 0, doc); err != nil {
@@ -201,7 +157,7 @@ func TestEnvValuesAreWriteOnly(t *testing.T) {
 	// A refused entry is not quoted back.
 	bad := req("env-bad")
 	bad.Env = []string{"SECRET=" + marker + "\x00"}
-	if code, b := c.post(follower.url()+"/v1/steps", bad); code != http.StatusBadRequest || leaks(b, marker) {
+	if code, b := c.post(follower.url()+"/v1/steps", bad); code != http.StatusBadRequest || testenv.Holds(b, marker) {
 		t.Errorf("POST /v1/steps with a NUL in a value = %d %s, want 400 without the value", code, b)
 	}
 	ids := []string{"env-direct", "env-forwarded", "env-sealed"}
@@ -269,7 +225,7 @@ func TestEnvValuesAreWriteOnly(t *testing.T) {
 			}
 		}
 	}
-	if leaks(answers.Bytes(), marker) {
+	if testenv.Holds(answers.Bytes(), marker) {
 		t.Errorf("a read route returned an environment value:\n%s", answers.Bytes())
 	}
 	if !bytes.Contains(answers.Bytes(), []byte(`"env_names":["PLAIN","SECRET"]`)) {
@@ -286,7 +242,7 @@ func TestEnvValuesAreWriteOnly(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if leaks(b, marker) {
+			if testenv.Holds(b, marker) {
 				t.Errorf("member %s: %s holds an environment value", m.id, path)
 			}
 			return nil
@@ -295,7 +251,7 @@ func TestEnvValuesAreWriteOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if leaks(logs.bytes(), marker) {
+	if testenv.Holds(logs.bytes(), marker) {
 		t.Errorf("a log line holds an environment value")
 	}
 }

@@ -32,7 +32,8 @@ func NewFSM(logger *slog.Logger) *FSM {
 func (f *FSM) State() *State { return f.st }
 
 // Apply applies one log entry, [type byte][JSON command], and returns nil,
-// a result (*cluster.HeartbeatResult, *Record, *AuditEntry) or a business
+// a result (*cluster.HeartbeatResult, *Record, *AuditEntry, *CompactResult,
+// *AuditDropResult) or a business
 // error (an error value: the command was logged but changed nothing). An
 // unknown type without cluster.IgnorableFlag, or a payload that does not
 // decode, panics: the log is corrupt or this member is older than the
@@ -80,12 +81,22 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyRestore(idx, decode[cluster.Restore](l))
 	case cluster.CmdSetGateway:
 		return st.applySetGateway(idx, decode[cluster.SetGateway](l))
+	case cluster.CmdStepUnplaceable:
+		return st.applyStepUnplaceable(idx, decode[cluster.StepUnplaceable](l))
+	case cluster.CmdStepsWaiting:
+		return st.applyStepsWaiting(idx, decode[cluster.StepsWaiting](l))
+	case cluster.CmdStartTimeout:
+		return st.applyStartTimeout(idx, decode[cluster.StartTimeout](l))
+	case cluster.CmdCompactSteps:
+		return st.applyCompactSteps(idx, decode[cluster.CompactSteps](l))
 	case CmdRecordPut:
 		return st.applyRecordPut(idx, decode[RecordPut](l))
 	case CmdRecordDelete:
 		return st.applyRecordDelete(idx, decode[RecordDelete](l))
 	case CmdAuditAppend:
 		return st.applyAuditAppend(idx, decode[AuditAppend](l))
+	case CmdAuditDrop:
+		return st.applyAuditDrop(idx, decode[AuditDrop](l))
 	default:
 		if t.Ignorable() {
 			f.logger.Warn("skipping unknown ignorable log entry", "type", uint8(t), "index", idx)

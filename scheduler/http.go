@@ -58,14 +58,16 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/records/{kind}/{id}", s.read(s.handleRecord))
 	mux.HandleFunc("PUT /v1/records/{kind}/{id}", s.write(s.handlePutRecord))
 	mux.HandleFunc("DELETE /v1/records/{kind}/{id}", s.write(s.handleDeleteRecord))
-	// The audit log is append-only: no route changes or removes an entry.
+	// The audit log is append-only: no route changes an entry; the old
+	// ones are dropped only by a drop that is itself audited.
 	mux.HandleFunc("POST /v1/audit", s.write(s.handleAppendAudit))
 	mux.HandleFunc("GET /v1/audit", s.read(s.handleAudit))
+	mux.HandleFunc("POST /v1/audit/drop", s.write(s.handleDropAudit))
 	s.platformRoutes(mux)
 
 	// A path no route matches is answered to anyone: it does nothing.
 	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(root, w, r) })
-	return s.metrics.instrument(root)
+	return s.metrics.instrument(s.withDeadlines(root))
 }
 
 // noRoute answers a request no pattern matched: 405 with Allow when the

@@ -50,9 +50,21 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 const memberHealthTimeout = time.Second
 
 func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) error {
+	p, err := pageOf(r, cursorMembers)
+	if err != nil {
+		return err
+	}
 	members, err := s.raft.Members(r.Context())
 	if err != nil {
 		return err
+	}
+	// A page of the members by id, before any of them is asked anything.
+	slices.SortFunc(members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	i, _ := slices.BinarySearchFunc(members, p.key, func(m Member, id string) int { return cmp.Compare(m.ID, id) })
+	members = members[i:]
+	if len(members) > p.limit {
+		setNext(w, cursorMembers, members[p.limit].ID, true)
+		members = members[:p.limit]
 	}
 	st := s.fsm.State()
 	out := make([]api.Member, len(members))

@@ -24,19 +24,23 @@ func (s *Server) nodeView(id cluster.NodeID) (api.Node, uint64, error) {
 }
 
 func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) error {
-	st := s.fsm.State()
-	nodes, used, idx := st.Placement()
-	var steps []cluster.Step
-	for _, n := range nodes {
-		if n.Drain != nil {
-			steps = st.Steps(StepFilter{})
-			break
-		}
+	p, err := pageOf(r, cursorNodes)
+	if err != nil {
+		return err
 	}
+	st := s.fsm.State()
+	idx := st.Index()
+	nodes, used, next, more := st.NodesPage(cluster.NodeID(p.key), p.limit)
 	out := make([]api.Node, 0, len(nodes))
 	for _, n := range nodes {
+		var steps []cluster.Step
+		if n.Drain != nil {
+			// Only a drain's completion needs them: the node's own.
+			steps = st.Steps(StepFilter{Node: n.ID})
+		}
 		out = append(out, apiNode(n, used[n.ID], steps))
 	}
+	setNext(w, cursorNodes, string(next), more)
 	writeIndexed(w, http.StatusOK, idx, out)
 	return nil
 }

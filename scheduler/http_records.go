@@ -81,9 +81,14 @@ func (s *Server) handleRecords(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p, err := pageOf(r, cursorRecords)
+	if err != nil {
+		return err
+	}
 	st := s.fsm.State()
 	idx := st.Index()
-	recs := st.Records(kind, r.URL.Query().Get("prefix"))
+	recs, next, more := st.RecordsPage(kind, r.URL.Query().Get("prefix"), p.key, p.limit)
+	setNext(w, cursorRecords, next, more)
 	out := make([]api.Record, len(recs))
 	for i, rec := range recs {
 		out[i] = apiRecord(rec)
@@ -209,5 +214,29 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
 		out[i] = apiAuditEntry(e)
 	}
 	writeIndexed(w, http.StatusOK, idx, out)
+	return nil
+}
+
+func (s *Server) handleDropAudit(w http.ResponseWriter, r *http.Request) error {
+	var req api.DropAuditRequest
+	if err := decodeBody(w, r, &req, maxBody, false); err != nil {
+		return err
+	}
+	req.By = canonical(req.By)
+	if req.Before == 0 {
+		return badRequest("field \"before\": missing or 0: want the sequence number of the first entry to keep")
+	}
+	if err := validateAuditBy(req.By); err != nil {
+		return badRequest("field \"by\": %s", trimInvalid(err))
+	}
+	res, err := s.raft.Apply(r.Context(), AuditDrop{Before: req.Before, By: req.By, At: s.now()})
+	if err != nil {
+		return err
+	}
+	d, ok := res.(*AuditDropResult)
+	if !ok {
+		return fmt.Errorf("drop audit entries: unexpected apply result %T", res)
+	}
+	writeIndexed(w, http.StatusOK, s.fsm.State().Index(), api.DropAuditAnswer{Dropped: d.Dropped, Entry: apiAuditEntry(d.Entry)})
 	return nil
 }

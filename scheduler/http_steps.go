@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/rodon-compute/rodon/api"
@@ -46,15 +48,28 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) error {
 	if spec.SealedEnv, err = s.sealEnv(id, req); err != nil {
 		return err
 	}
-	if _, err := s.raft.Apply(r.Context(), cluster.SubmitStep{Step: id, Spec: spec, At: s.now()}); err != nil {
+	st := s.fsm.State()
+	cmd := cluster.SubmitStep{Step: id, Spec: spec, At: s.now()}
+	// A step that no node could ever take is recorded failed at once,
+	// and answered 422: it would otherwise wait for the queue timeout.
+	nodes, used, _ := st.Placement()
+	var ce *CapacityError
+	if _, err := Place(nodes, used, spec); errors.As(err, &ce) && ce.Unplaceable != nil {
+		cmd.Unplaceable, cmd.Reason = ce.Unplaceable, ce.Reason
+	}
+	if _, err := s.raft.Apply(r.Context(), cmd); err != nil {
 		return err
 	}
-	st := s.fsm.State()
 	step, ok := st.Step(id)
 	if !ok {
 		return fmt.Errorf("step %s vanished after its submission", id)
 	}
 	w.Header().Set("Location", "/v1/steps/"+url.PathEscape(string(id)))
+	if cmd.Unplaceable != nil {
+		w.Header().Set(IndexHeader, strconv.FormatUint(st.Index(), 10))
+		return &httpError{status: http.StatusUnprocessableEntity, code: api.CodeUnplaceable,
+			msg: fmt.Sprintf("step %s: %s (recorded failed)", id, cmd.Reason)}
+	}
 	writeIndexed(w, http.StatusCreated, st.Index(), apiStep(step))
 	return nil
 }
@@ -70,9 +85,19 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) error {
 	if f.State != "" && !slices.Contains(stepStates, f.State) {
 		return badRequest("query parameter state %q: want one of %s", f.State, joinStates(stepStates))
 	}
+	p, err := pageOf(r, cursorSteps)
+	if err != nil {
+		return err
+	}
+	from, err := stepCursor(p.key)
+	if err != nil {
+		return err
+	}
 	st := s.fsm.State()
 	idx := st.Index()
-	writeIndexed(w, http.StatusOK, idx, apiSteps(st.Steps(f)))
+	steps, next, more := st.StepsPage(f, from, p.limit)
+	setNext(w, cursorSteps, stepCursorKey(next), more)
+	writeIndexed(w, http.StatusOK, idx, apiSteps(steps))
 	return nil
 }
 

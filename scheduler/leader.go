@@ -64,21 +64,33 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 			return
 		}
 		s.establish(ctx)
-		for _, loop := range []struct {
-			name string
-			fn   func(context.Context) time.Time
-		}{
-			{"placement", s.placeQueued},
-			{"node_ttl", func(ctx context.Context) time.Time { return s.checkNodes(ctx, since) }},
-			{"drain", s.checkDrains},
-			{"queue_expiry", s.expireQueued},
-		} {
+		for _, loop := range s.leaderLoops(since) {
 			wg.Go(func() { s.loop(ctx, loop.name, loop.fn) })
 		}
 	})
 	return func() {
 		cancel()
 		wg.Wait()
+	}
+}
+
+// leaderLoop is one loop of the leader: a pass returns when the next is
+// due for the clock (see loop).
+type leaderLoop struct {
+	name string
+	fn   func(context.Context) time.Time
+}
+
+// leaderLoops are the loops the leader runs; since is when it took
+// office.
+func (s *Server) leaderLoops(since time.Time) []leaderLoop {
+	return []leaderLoop{
+		{"placement", s.placeQueued},
+		{"node_ttl", func(ctx context.Context) time.Time { return s.checkNodes(ctx, since) }},
+		{"drain", s.checkDrains},
+		{"queue_expiry", s.expireQueued},
+		{"start_timeout", s.checkStarts},
+		{"compaction", s.compactSteps},
 	}
 }
 

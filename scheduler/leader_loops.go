@@ -15,21 +15,43 @@ import (
 // pass; after leadership is lost, the loops are stopped.
 
 // placeQueued places the queued steps, oldest first, each on the node
-// Place picks given the reservations so far. A step that fits nowhere now
-// waits for the next change of the state (a step ending, a node
-// registering).
+// Place picks given the reservations so far. A step that no node could
+// ever take fails (step_unplaceable); one that fits nowhere now waits for
+// the next change of the state (a step ending, a node registering), and
+// says why in a waiting event when the reason changed (steps_waiting, one
+// entry for the pass).
 func (s *Server) placeQueued(ctx context.Context) time.Time {
 	st := s.fsm.State()
+	var waits []cluster.Wait
+	defer func() { s.recordWaits(ctx, waits) }()
 	for _, step := range st.Steps(StepFilter{State: cluster.StateQueued}) {
 		if ctx.Err() != nil {
 			return time.Time{}
 		}
 		nodes, used, _ := st.Placement()
 		node, err := Place(nodes, used, step.Spec)
-		if err != nil {
+		var ce *CapacityError
+		switch {
+		case errors.As(err, &ce) && ce.Unplaceable != nil:
+			s.logger.Info("step unplaceable", "step_id", step.ID, "reason", ce.Reason)
+			_, err := s.raft.Apply(ctx, cluster.StepUnplaceable{Step: step.ID, Attempt: step.Attempts, Cause: *ce.Unplaceable,
+				Reason: ce.Reason, At: s.now()})
+			if err != nil {
+				s.loopError(ctx, "fail unplaceable step", err, "step_id", step.ID)
+			}
+			s.setPending(step.ID, "")
+			continue
+		case err != nil:
 			// Capacity exhausted: retried when the state changes. The
 			// reason is kept for the step's expiry, should it come.
 			s.setPending(step.ID, err.Error())
+			if ce != nil && ce.Wait != lastWait(&step) {
+				msg := "waiting: " + ce.Reason
+				if len(msg) > maxWaitMessage {
+					msg = msg[:maxWaitMessage-3] + "..."
+				}
+				waits = append(waits, cluster.Wait{Step: step.ID, Attempt: step.Attempts, Reason: ce.Wait, Message: msg})
+			}
 			continue
 		}
 		s.setPending(step.ID, "")
@@ -40,6 +62,83 @@ func (s *Server) placeQueued(ctx context.Context) time.Time {
 		}
 		s.metrics.placement.Observe(now.Sub(step.Phases.Queued).Seconds())
 	}
+	return time.Time{}
+}
+
+// recordWaits records why the waiting steps wait, in entries of at most
+// maxWaits.
+func (s *Server) recordWaits(ctx context.Context, waits []cluster.Wait) {
+	for len(waits) > 0 && ctx.Err() == nil {
+		n := min(len(waits), maxWaits)
+		if _, err := s.raft.Apply(ctx, cluster.StepsWaiting{Waits: waits[:n], At: s.now()}); err != nil {
+			s.loopError(ctx, "record why steps wait", err, "steps", n)
+			return
+		}
+		waits = waits[n:]
+	}
+}
+
+// checkStarts takes back the attempts their node did not start in time:
+// a step still placed (its node did not report it starting) StartTimeout
+// after its placement, or still starting (its sandbox not running)
+// CreateTimeout after it. An idempotent one is queued again, any other
+// fails (start_timeout).
+func (s *Server) checkStarts(ctx context.Context) time.Time {
+	st := s.fsm.State()
+	var next time.Time
+	for _, b := range []struct {
+		state cluster.StepState
+		bound time.Duration
+		what  string
+	}{
+		{cluster.StatePlaced, s.cfg.StartTimeout, "report it starting"},
+		{cluster.StateStarting, s.cfg.CreateTimeout, "start its sandbox"},
+	} {
+		for _, step := range st.Steps(StepFilter{State: b.state}) {
+			due := step.Phases.Placed.Add(b.bound)
+			now := s.now()
+			if now.Before(due) {
+				next = earliest(next, due)
+				continue
+			}
+			reason := fmt.Sprintf("node %s did not %s within %v of its placement (attempt %d)", step.Node, b.what, b.bound, step.Attempts)
+			s.logger.Warn("step not started in time", "step_id", step.ID, "node_id", step.Node, "reason", reason)
+			if _, err := s.raft.Apply(ctx, cluster.StartTimeout{Step: step.ID, Node: step.Node, Attempt: step.Attempts,
+				State: b.state, Reason: reason, At: now}); err != nil {
+				s.loopError(ctx, "take back a step not started", err, "step_id", step.ID)
+				next = earliest(next, now.Add(time.Second))
+			}
+		}
+	}
+	return next
+}
+
+// compactSteps removes from the replicated state the terminal steps that
+// ended more than StepRetention ago, maxCompact per compact_steps entry
+// (each entry wakes the loop for the next), and is due again when the
+// oldest remaining one's retention ends.
+func (s *Server) compactSteps(ctx context.Context) time.Time {
+	oldest, ok := s.fsm.State().OldestEnded()
+	if !ok {
+		return time.Time{} // nothing ended: a change of the state wakes the loop
+	}
+	now := s.now()
+	before := now.Add(-s.cfg.StepRetention)
+	if !oldest.Before(before) {
+		return oldest.Add(s.cfg.StepRetention).Add(time.Millisecond)
+	}
+	res, err := s.raft.Apply(ctx, cluster.CompactSteps{Before: before, Limit: maxCompact, At: now})
+	if err != nil {
+		s.loopError(ctx, "compact steps", err)
+		return now.Add(time.Second)
+	}
+	n := 0
+	if r, ok := res.(*CompactResult); ok {
+		n = r.Dropped
+	}
+	s.metrics.compacted.Add(float64(n))
+	s.metrics.compactionRun.Set(float64(now.UnixNano()) / 1e9)
+	s.logger.Info("terminal steps compacted", "steps", n, "ended_before", before, "retention", s.cfg.StepRetention)
 	return time.Time{}
 }
 
@@ -101,9 +200,6 @@ func (s *Server) checkDrains(ctx context.Context) time.Time {
 
 // expireQueued ends the steps queued for longer than QueueTimeout.
 func (s *Server) expireQueued(ctx context.Context) time.Time {
-	if s.cfg.QueueTimeout <= 0 {
-		return time.Time{}
-	}
 	var next time.Time
 	for _, step := range s.fsm.State().Steps(StepFilter{State: cluster.StateQueued}) {
 		due := step.Phases.Queued.Add(s.cfg.QueueTimeout)

@@ -22,6 +22,10 @@ type metrics struct {
 	placement prometheus.Histogram
 	forwarded prometheus.Counter
 	forbidden *prometheus.CounterVec
+	// compacted counts the terminal steps the compaction removed, and
+	// compactionRun is when it last removed some (on the leader).
+	compacted     prometheus.Counter
+	compactionRun prometheus.Gauge
 }
 
 func newMetrics(s *Server) *metrics {
@@ -49,8 +53,16 @@ func newMetrics(s *Server) *metrics {
 			Name: "rodon_scheduler_http_forbidden_total",
 			Help: "Requests refused (403) because the caller's identity may not take the route, by the caller's role and route pattern.",
 		}, []string{"role", "route"}),
+		compacted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rodon_scheduler_compacted_steps_total",
+			Help: "Terminal steps this member, as the leader, compacted out of the replicated state after the retention (--step-retention).",
+		}),
+		compactionRun: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rodon_scheduler_compaction_last_run_timestamp_seconds",
+			Help: "When this member, as the leader, last compacted terminal steps (Unix time; 0: never).",
+		}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.placement, m.forwarded, m.forbidden, stateCollector{s},
+	m.reg.MustRegister(m.requests, m.duration, m.placement, m.forwarded, m.forbidden, m.compacted, m.compactionRun, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.cfg.TLS != nil {
 		m.reg.MustRegister(s.cfg.TLS.Collector())
@@ -118,6 +130,8 @@ var (
 		"Records in the replicated record store, of every kind.", nil, nil)
 	auditDesc = prometheus.NewDesc("rodon_scheduler_audit_seq",
 		"The sequence number of the last audit log entry.", nil, nil)
+	auditEntriesDesc = prometheus.NewDesc("rodon_scheduler_audit_entries",
+		"Audit log entries in the replicated state (those not dropped).", nil, nil)
 )
 
 // stateCollector reads the gauges off the member's Raft and state at each
@@ -125,7 +139,7 @@ var (
 type stateCollector struct{ s *Server }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{raftStateDesc, leaderDesc, knownLeaderDesc, indexDesc, stepsDesc, nodesDesc, recordsDesc, auditDesc} {
+	for _, d := range []*prometheus.Desc{raftStateDesc, leaderDesc, knownLeaderDesc, indexDesc, stepsDesc, nodesDesc, recordsDesc, auditDesc, auditEntriesDesc} {
 		ch <- d
 	}
 }
@@ -155,6 +169,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(recordsDesc, prometheus.GaugeValue, float64(st.RecordCount()))
 	ch <- prometheus.MustNewConstMetric(auditDesc, prometheus.GaugeValue, float64(st.AuditSeq()))
+	ch <- prometheus.MustNewConstMetric(auditEntriesDesc, prometheus.GaugeValue, float64(st.AuditLen()))
 }
 
 func boolValue(b bool) float64 {

@@ -31,7 +31,8 @@ func (r *Record) clone() Record {
 }
 
 // AuditEntry is one entry of the append-only audit log (api.AuditEntry is
-// its public form). Nothing changes or removes an entry once appended.
+// its public form). Nothing changes an entry once appended; old ones are
+// removed only by an audit drop, which appends an entry saying so.
 type AuditEntry struct {
 	// Seq numbers the entries 1, 2, ... in the order they were appended.
 	Seq   uint64          `json:"seq"`
@@ -138,12 +139,15 @@ func (st *State) Records(kind, prefix string) []Record {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	out := []Record{}
-	for id, r := range st.records[kind] {
-		if strings.HasPrefix(id, prefix) {
+	if t := st.recordOrder[kind]; t != nil {
+		t.AscendGreaterOrEqual(&Record{ID: prefix}, func(r *Record) bool {
+			if !strings.HasPrefix(r.ID, prefix) {
+				return false
+			}
 			out = append(out, r.clone())
-		}
+			return true
+		})
 	}
-	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -170,6 +174,13 @@ func (st *State) Audit(after uint64, limit int) []AuditEntry {
 		out = append(out, e.clone())
 	}
 	return out
+}
+
+// AuditLen returns how many audit entries the state holds.
+func (st *State) AuditLen() int {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return len(st.audit)
 }
 
 // AuditSeq returns the sequence number of the last audit entry, zero

@@ -43,10 +43,23 @@ type Config struct {
 	// declares it down (--node-ttl).
 	NodeTTL time.Duration
 	// QueueTimeout is how long a step may wait in the queue before it
-	// expires; zero waits forever.
+	// expires (--queue-timeout).
 	QueueTimeout time.Duration
+	// StartTimeout is how long a placed step may wait for its node to
+	// report it starting, and CreateTimeout how long after its placement
+	// it may take to be running; past either the attempt is taken back: an
+	// idempotent step is queued again, any other fails (--start-timeout,
+	// --create-timeout).
+	StartTimeout  time.Duration
+	CreateTimeout time.Duration
+	// StepRetention is how long a terminal step stays in the replicated
+	// state after it ended; then the leader compacts it out
+	// (--step-retention).
+	StepRetention time.Duration
 	// MaxWait caps the wait of a long poll (?wait=).
 	MaxWait time.Duration
+	// HTTP bounds the HTTP exchanges, per route (http_timeouts.go).
+	HTTP HTTPTimeouts
 	// ShutdownTimeout bounds the wait for requests in flight when Run's
 	// context ends.
 	ShutdownTimeout time.Duration
@@ -70,7 +83,19 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultNodeTTL = 10 * time.Second
+	DefaultNodeTTL       = 10 * time.Second
+	DefaultQueueTimeout  = time.Hour
+	DefaultStartTimeout  = 2 * time.Minute
+	DefaultCreateTimeout = 10 * time.Minute
+	// The largest bounds New accepts: past them a step would hold its
+	// reservation, or its queue slot, for longer than anyone waits.
+	MaxQueueTimeout  = 7 * 24 * time.Hour
+	MaxStartTimeout  = time.Hour
+	MaxCreateTimeout = 24 * time.Hour
+	// DefaultStepRetention is SPEC's 7 days; MaxStepRetention bounds the
+	// replicated state's growth by ended steps.
+	DefaultStepRetention = 7 * 24 * time.Hour
+	MaxStepRetention     = 90 * 24 * time.Hour
 	// defaultWait is the wait of a long poll that names none.
 	defaultWait = 30 * time.Second
 )
@@ -80,8 +105,12 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		NodeTTL:         DefaultNodeTTL,
-		QueueTimeout:    time.Hour,
+		QueueTimeout:    DefaultQueueTimeout,
+		StartTimeout:    DefaultStartTimeout,
+		CreateTimeout:   DefaultCreateTimeout,
+		StepRetention:   DefaultStepRetention,
 		MaxWait:         5 * time.Minute,
+		HTTP:            DefaultHTTPTimeouts(),
 		ShutdownTimeout: 10 * time.Second,
 		Raft:            DefaultRaftConfig(),
 	}
@@ -89,7 +118,8 @@ func DefaultConfig() Config {
 
 // Server is one scheduler member: a Raft member replicating the FSM, the
 // HTTP API of docs/PROTOCOL.md, and, while it leads, the leader loops
-// (placement, node TTL, drain deadlines, queue expiry). Build it with New
+// (placement, node TTL, drain deadlines, queue expiry, start timeouts,
+// compaction). Build it with New
 // and call Run once.
 type Server struct {
 	cfg     Config
@@ -129,10 +159,19 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, errors.New("scheduler: bootstrap and join are exclusive: bootstrap the first member, join the others to it")
 	case cfg.NodeTTL <= 0:
 		return nil, fmt.Errorf("scheduler: node ttl %v: must be positive", cfg.NodeTTL)
-	case cfg.QueueTimeout < 0:
-		return nil, fmt.Errorf("scheduler: queue timeout %v: must not be negative", cfg.QueueTimeout)
+	case cfg.QueueTimeout <= 0 || cfg.QueueTimeout > MaxQueueTimeout:
+		return nil, fmt.Errorf("scheduler: queue timeout %v: want more than 0, at most %v", cfg.QueueTimeout, MaxQueueTimeout)
+	case cfg.StartTimeout <= 0 || cfg.StartTimeout > MaxStartTimeout:
+		return nil, fmt.Errorf("scheduler: start timeout %v: want more than 0, at most %v", cfg.StartTimeout, MaxStartTimeout)
+	case cfg.StepRetention <= 0 || cfg.StepRetention > MaxStepRetention:
+		return nil, fmt.Errorf("scheduler: step retention %v: want more than 0, at most %v", cfg.StepRetention, MaxStepRetention)
+	case cfg.CreateTimeout < cfg.StartTimeout || cfg.CreateTimeout > MaxCreateTimeout:
+		return nil, fmt.Errorf("scheduler: create timeout %v: want at least the start timeout %v, at most %v", cfg.CreateTimeout, cfg.StartTimeout, MaxCreateTimeout)
 	case cfg.MaxWait <= 0:
 		return nil, fmt.Errorf("scheduler: max wait %v: must be positive", cfg.MaxWait)
+	}
+	if err := cfg.HTTP.validate(); err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
 	}
 	if err := checkHostPort(cfg.RaftAddr); err != nil {
 		return nil, fmt.Errorf("scheduler: raft address: %w", err)
@@ -226,9 +265,12 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { raftDone <- s.raft.Run(raftCtx) }()
 
 	g, gctx := errgroup.WithContext(ctx)
+	// The read and write deadlines are the route's (withDeadlines): a
+	// long poll lasts minutes, a snapshot may be 256 MiB.
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.cfg.HTTP.Header,
+		IdleTimeout:       s.cfg.HTTP.Idle,
 		// Handlers see gctx end when Run stops: long polls answer at once.
 		BaseContext: func(net.Listener) context.Context { return gctx },
 		ErrorLog:    slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),

@@ -21,7 +21,12 @@ func TestServerBadRequests(t *testing.T) {
 	c := newServerCluster(t, 1, nil)
 	cl := c.client()
 	newAgent(t, cl, "n1", 4, 8*gib)
-	if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: "taken", Image: "base", Args: []string{"true"}, CPU: 64, MemoryBytes: gib}); err != nil {
+	// "holder" takes the node's every core, so that "taken" waits queued.
+	if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: "holder", Image: "base", Args: []string{"true"}, CPU: 4, MemoryBytes: gib}); err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, cl, "holder", "placed", stateIs("placed"))
+	if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: "taken", Image: "base", Args: []string{"true"}, CPU: 1, MemoryBytes: gib}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cl.PutRecord(t.Context(), "users", "taken", 0, json.RawMessage(`{}`)); err != nil {

@@ -283,8 +283,9 @@ func TestServerSnapshotRoundTrip(t *testing.T) {
 	}
 	waitStep(t, cl, s1.ID, "placed", stateIs("placed"))
 	a.run(s1.ID, 1)
-	if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: "too-big", Image: "base", Args: []string{"x"}, CPU: 64, MemoryBytes: gib}); err != nil {
-		t.Fatal(err)
+	// Recorded failed at once: no node has 64 cores.
+	if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: "too-big", Image: "base", Args: []string{"x"}, CPU: 64, MemoryBytes: gib}); !client.IsCode(err, api.CodeUnplaceable) {
+		t.Fatalf("SubmitStep(too-big) = %v, want unplaceable", err)
 	}
 	saved, err := cl.Snapshot(t.Context())
 	if err != nil {
@@ -293,8 +294,8 @@ func TestServerSnapshotRoundTrip(t *testing.T) {
 	before, _ := cl.Steps(t.Context(), client.StepFilter{})
 
 	a.exit(s1.ID, 1, cluster.StateExited, 0, cluster.ByExit)
-	if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: "after", Image: "base", Args: []string{"x"}, CPU: 64, MemoryBytes: gib}); err != nil {
-		t.Fatal(err)
+	if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: "after", Image: "base", Args: []string{"x"}, CPU: 64, MemoryBytes: gib}); !client.IsCode(err, api.CodeUnplaceable) {
+		t.Fatalf("SubmitStep(after) = %v, want unplaceable", err)
 	}
 	if err := cl.RestoreSnapshot(t.Context(), saved); err != nil {
 		t.Fatalf("RestoreSnapshot() = %v", err)
@@ -367,19 +368,36 @@ func TestServerRunStops(t *testing.T) {
 	})
 }
 
-// TestServerQueueExpiry: a step that fits nowhere expires after the queue
-// timeout, saying why it was not placed.
+// TestServerQueueExpiry: a step that fits nowhere now expires after the
+// queue timeout, saying why it was not placed; while it waits, one event
+// says why.
 func TestServerQueueExpiry(t *testing.T) {
 	c := newServerCluster(t, 1, func(cfg *Config) { cfg.QueueTimeout = 300 * time.Millisecond })
 	cl := c.client()
 	newAgent(t, cl, "n1", 1, gib)
-	s, err := cl.SubmitStep(t.Context(), api.StepRequest{Image: "base", Args: []string{"true"}, CPU: 2, MemoryBytes: gib})
+	// The first holds the node (placed, never started: within the start
+	// timeout), the second waits for it.
+	first, err := cl.SubmitStep(t.Context(), api.StepRequest{Image: "base", Args: []string{"true"}, CPU: 1, MemoryBytes: gib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStep(t, cl, first.ID, "placed", stateIs("placed"))
+	s, err := cl.SubmitStep(t.Context(), api.StepRequest{Image: "base", Args: []string{"true"}, CPU: 1, MemoryBytes: gib})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s = waitStep(t, cl, s.ID, "expired", stateIs("expired"))
 	if s.TerminatedBy != "timeout" || !strings.Contains(s.Reason, "capacity exhausted") {
 		t.Errorf("expired step = %+v, want terminated by timeout, the reason quoting the capacity", s)
+	}
+	var waits []api.Event
+	for _, e := range s.Events {
+		if e.Kind == cluster.EventWaiting {
+			waits = append(waits, e)
+		}
+	}
+	if len(waits) != 1 || waits[0].Reason != cluster.WaitCapacity || !strings.Contains(waits[0].Message, "no ready node has 1 cores and 1GiB of memory free") {
+		t.Errorf("waiting events = %+v, want one, reason capacity, saying what is missing", waits)
 	}
 }
 
@@ -425,7 +443,7 @@ func TestServerHealthAndMetrics(t *testing.T) {
 func TestServerLeaderFailover(t *testing.T) {
 	c := newServerCluster(t, 3, nil)
 	old := c.waitLeader()
-	waitFor(t, "the leader loops", func() bool { return old.srv.loops.Load() == 4 })
+	waitFor(t, "the leader loops", func() bool { return int(old.srv.loops.Load()) == len(old.srv.leaderLoops(time.Time{})) })
 	rest := slices.DeleteFunc(slices.Clone(c.members), func(m *testServer) bool { return m == old })
 	cl := c.client(rest...)
 	newAgent(t, cl, "n1", 4, 8*gib)
@@ -437,7 +455,7 @@ func TestServerLeaderFailover(t *testing.T) {
 	var leader *testServer
 	waitFor(t, "a new leader running its loops", func() bool {
 		for _, m := range rest {
-			if m.srv.raft.IsLeader() && m.srv.loops.Load() == 4 {
+			if m.srv.raft.IsLeader() && int(m.srv.loops.Load()) == len(m.srv.leaderLoops(time.Time{})) {
 				leader = m
 				return true
 			}

@@ -119,7 +119,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	fresh := newState()
 	for _, n := range d.Nodes {
-		fresh.nodes[n.ID] = n
+		fresh.putNode(n)
 	}
 	for _, s := range d.Steps {
 		fresh.putStep(nil, s)
@@ -128,12 +128,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		fresh.members[m.ID] = m
 	}
 	for _, r := range d.Records {
-		byID := fresh.records[r.Kind]
-		if byID == nil {
-			byID = make(map[string]*Record)
-			fresh.records[r.Kind] = byID
-		}
-		byID[r.ID] = r
+		fresh.putRecord(r.Kind, r.ID, r)
 	}
 	fresh.audit = d.Audit
 	for _, g := range d.Gateways {
@@ -143,9 +138,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	st := f.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.nodes, st.steps, st.live, st.usage, st.queued = fresh.nodes, fresh.steps, fresh.live, fresh.usage, fresh.queued
-	st.members, st.assigned = fresh.members, fresh.assigned
-	st.records, st.audit = fresh.records, fresh.audit
+	st.takeNodesAndSteps(fresh)
+	st.members = fresh.members
+	st.records, st.recordOrder, st.audit = fresh.records, fresh.recordOrder, fresh.audit
 	st.gateways = fresh.gateways
 	st.reset = max(st.index, d.Index)
 	st.advance(d.Index)

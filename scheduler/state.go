@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/google/btree"
+
 	"github.com/rodon-compute/rodon/cluster"
 )
 
@@ -20,13 +22,17 @@ type State struct {
 	// changed is closed and replaced after each apply (see WaitIndex).
 	changed chan struct{}
 	nodes   map[cluster.NodeID]*cluster.Node
-	steps   map[cluster.StepID]*cluster.Step
+	// nodeOrder orders the node ids (nodes are never removed).
+	nodeOrder *btree.BTreeG[cluster.NodeID]
+	steps     map[cluster.StepID]*cluster.Step
 	// live holds the placed, starting and running steps of each node, and
 	// usage their reservations.
 	live  map[cluster.NodeID]map[cluster.StepID]struct{}
 	usage map[cluster.NodeID]Usage
-	// queued holds the queued steps.
-	queued map[cluster.StepID]struct{}
+	// ordered indexes the steps by submission: all, by state, by node and
+	// by both (state_index.go); ended the terminal steps by their end.
+	ordered map[StepFilter]*stepTree
+	ended   *stepTree
 	// assigned is, per node, the index of the last entry that changed the
 	// node's assignments (a live step added, changed or removed); reset is
 	// the index of the last restore, which may have changed any node's.
@@ -34,10 +40,13 @@ type State struct {
 	reset    uint64
 	// members holds the scheduler members' address records.
 	members map[string]*cluster.Member
-	// records is the record store, by kind, then id.
-	records map[string]map[string]*Record
+	// records is the record store, by kind, then id; recordOrder orders
+	// each kind's by id.
+	records     map[string]map[string]*Record
+	recordOrder map[string]*recordTree
 	// audit is the audit log in sequence order. Entries are only
-	// appended, so a snapshot may hold a prefix of the slice.
+	// appended, so a snapshot may hold a prefix of the slice; an audit
+	// drop replaces it with a new slice of the entries kept.
 	audit []*AuditEntry
 	// gateways holds the gateways' address records, by name.
 	gateways map[string]*cluster.Gateway
@@ -45,18 +54,30 @@ type State struct {
 
 func newState() *State {
 	return &State{
-		changed: make(chan struct{}),
-		nodes:   make(map[cluster.NodeID]*cluster.Node),
-		steps:   make(map[cluster.StepID]*cluster.Step),
-		live:    make(map[cluster.NodeID]map[cluster.StepID]struct{}),
-		usage:   make(map[cluster.NodeID]Usage),
-		queued:  make(map[cluster.StepID]struct{}),
+		changed:   make(chan struct{}),
+		nodes:     make(map[cluster.NodeID]*cluster.Node),
+		nodeOrder: newNodeOrder(),
+		steps:     make(map[cluster.StepID]*cluster.Step),
+		live:      make(map[cluster.NodeID]map[cluster.StepID]struct{}),
+		usage:     make(map[cluster.NodeID]Usage),
+		ordered:   make(map[StepFilter]*stepTree),
+		ended:     btree.NewG(treeDegree, endedLess),
 
-		assigned: make(map[cluster.NodeID]uint64),
-		members:  make(map[string]*cluster.Member),
-		records:  make(map[string]map[string]*Record),
-		gateways: make(map[string]*cluster.Gateway),
+		assigned:    make(map[cluster.NodeID]uint64),
+		members:     make(map[string]*cluster.Member),
+		records:     make(map[string]map[string]*Record),
+		recordOrder: make(map[string]*recordTree),
+		gateways:    make(map[string]*cluster.Gateway),
 	}
+}
+
+// takeNodesAndSteps replaces the nodes and steps of st, and every index
+// of them, with those of fresh (a restore). The caller holds mu for
+// writing.
+func (st *State) takeNodesAndSteps(fresh *State) {
+	st.nodes, st.nodeOrder = fresh.nodes, fresh.nodeOrder
+	st.steps, st.live, st.usage, st.ordered, st.ended = fresh.steps, fresh.live, fresh.usage, fresh.ordered, fresh.ended
+	st.assigned = fresh.assigned
 }
 
 // putStep stores s in place of old (nil for a new step) and keeps the
@@ -77,13 +98,7 @@ func (st *State) putStep(old, s *cluster.Step) {
 }
 
 func (st *State) indexStep(s *cluster.Step, sign int) {
-	if s.State == cluster.StateQueued {
-		if sign > 0 {
-			st.queued[s.ID] = struct{}{}
-		} else {
-			delete(st.queued, s.ID)
-		}
-	}
+	st.orderStep(s, sign)
 	if !s.Live() {
 		return
 	}
@@ -212,26 +227,19 @@ type StepFilter struct {
 	Node  cluster.NodeID
 }
 
-// Steps returns the steps that match f, oldest submission first.
+// Steps returns every step that matches f, oldest submission first (the
+// HTTP API pages them: StepsPage).
 func (st *State) Steps(f StepFilter) []cluster.Step {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	var out []cluster.Step
-	match := func(s *cluster.Step) {
-		if (f.State == "" || s.State == f.State) && (f.Node == "" || s.Node == f.Node) {
+	if t := st.ordered[f]; t != nil {
+		out = make([]cluster.Step, 0, t.Len())
+		t.Ascend(func(s *cluster.Step) bool {
 			out = append(out, s.Clone())
-		}
+			return true
+		})
 	}
-	if f.State == cluster.StateQueued {
-		for id := range st.queued {
-			match(st.steps[id])
-		}
-	} else {
-		for _, s := range st.steps {
-			match(s)
-		}
-	}
-	sortSteps(out)
 	return out
 }
 
@@ -261,8 +269,10 @@ func (st *State) StepCounts() map[cluster.StepState]int {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	out := make(map[cluster.StepState]int)
-	for _, s := range st.steps {
-		out[s.State]++
+	for _, state := range stepStates {
+		if n := st.stepCount(StepFilter{State: state}); n > 0 {
+			out[state] = n
+		}
 	}
 	return out
 }

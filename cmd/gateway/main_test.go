@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/gateway"
 
 	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 	"github.com/rodon-compute/rodon/internal/pki"
@@ -47,6 +51,16 @@ func TestFlagErrors(t *testing.T) {
 			"scheduler tls issue --role gateway --name gw9 --dir " + dir},
 		{"bootstrap without certificate", []string{"bootstrap", "--scheduler", "127.0.0.1:7100", "--tls-dir", dir, "--email", "a@b.c"},
 			"scheduler tls issue --role gateway --name gateway"},
+		{"quota over its maximum", with("--quota-live-runs-per-workspace", "1001"), "--quota-live-runs-per-workspace 1001: want 1 to 1000"},
+		{"quota zero", with("--quota-queued-steps-per-principal", "0"), "--quota-queued-steps-per-principal 0"},
+		{"sign-in burst", with("--signin-per-address-burst", "0"), "--signin-per-address-burst 0"},
+		{"sign-in refill", with("--signin-per-email-every", "1ms"), "--signin-per-email-every 1ms"},
+		{"hashing", with("--signin-hashing", "65"), "--signin-hashing 65"},
+		{"read timeout", with("--http-read-timeout", "0s"), "--http-read-timeout 0s"},
+		{"idle timeout", with("--http-idle-timeout", "2h"), "--http-idle-timeout 2h0m0s"},
+		{"retention", with("--run-retention", "100ms"), "--run-retention 100ms"},
+		{"maintenance", with("--maintenance-interval", "48h"), "--maintenance-interval 48h0m0s"},
+		{"stream recheck", with("--stream-recheck", "31s"), "--stream-recheck 31s: want more than 0 and at most 30s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -76,7 +90,7 @@ func TestSiteDefault(t *testing.T) {
 		{"0.0.0.0:443", pair.Cert, pair.Key, "https://rodon.example.com/", "https://rodon.example.com"},
 	} {
 		f := serveFlags{cluster: clusterFlags{scheduler: "x:1", name: "gw1"}, dataDir: "d", listen: tc.listen,
-			httpsCert: tc.cert, httpsKey: tc.key, site: tc.site, sessionTTL: 1}
+			httpsCert: tc.cert, httpsKey: tc.key, site: tc.site, sessionTTL: 1, settings: defaultSettings()}
 		c, _, err := f.config(slog.New(slog.DiscardHandler))
 		if err != nil || c.Site != tc.want || (c.TLS != nil) != (tc.cert != "") {
 			t.Errorf("config(--listen %s, cert %v) site = %q, TLS %v, %v; want %s", tc.listen, tc.cert != "", c.Site, c.TLS != nil, err, tc.want)
@@ -104,5 +118,62 @@ func TestBootstrapPrintsOnce(t *testing.T) {
 	}
 	if err := bootstrap(t.Context(), store, "not-an-email", &out, &errw); err == nil || !strings.Contains(err.Error(), "--email") {
 		t.Errorf("bootstrap(bad email) = %v, want an error naming --email", err)
+	}
+}
+
+// TestServeHelp: `gateway serve -h` names every bound with its default
+// and range.
+func TestServeHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	run([]string{"serve", "-h"}, &stdout, &stderr)
+	for _, want := range []string{
+		"-quota-live-runs-per-workspace int\n", "(1-1000); a run past it is refused with 429 quota_exceeded (default 50)",
+		"-quota-live-runs-per-principal int\n", "(1-1000) (default 20)",
+		"-quota-queued-steps-per-workspace int\n", "(1-1000) (default 20)",
+		"-quota-queued-steps-per-principal int\n", "(1-1000) (default 10)",
+		"-signin-per-address-burst int\n", "(1-1000) (default 20)",
+		"-signin-per-address-every duration\n", "(10ms-1h0m0s) (default 5s)",
+		"-signin-per-email-burst int\n", "(1-100) (default 5)",
+		"-signin-per-email-every duration\n", "(10ms-1h0m0s) (default 30s)",
+		"-signin-hashing int\n", "(1-64); past it a sign-in waits up to 2s, then 503 (default 4)",
+		"-http-read-header-timeout duration\n", "(at most 1m0s) (default 10s)",
+		"-http-read-timeout duration\n", "streams excepted (at most 10m0s) (default 30s)",
+		"-http-write-timeout duration\n", "streams excepted (at most 10m0s) (default 1m0s)",
+		"-http-idle-timeout duration\n", "(at most 1h0m0s) (default 2m0s)",
+		"-run-retention duration\n", "(1s-87600h0m0s; a run not settled is kept until it is) (default 2160h0m0s)",
+		"-maintenance-interval duration\n", "(1s-24h0m0s) (default 1m0s)",
+		"-stream-recheck duration\n", "(at most 30s) (default 30s)",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("gateway serve -h does not say %q", want)
+		}
+	}
+}
+
+// TestSettingsReachTheGateway: the settings' flags set the gateway's
+// configuration; their defaults are the gateway's.
+func TestSettingsReachTheGateway(t *testing.T) {
+	parse := func(args ...string) serveFlags {
+		var f serveFlags
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse(append([]string{"--scheduler", "x:1", "--data-dir", "d"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f := parse()
+	c, _, err := f.config(slog.New(slog.DiscardHandler))
+	d := gateway.DefaultConfig()
+	if err != nil || c.Quotas != d.Quotas || c.SignIn != d.SignIn || c.Timeouts != d.Timeouts || c.RunRetention != d.RunRetention ||
+		c.MaintenanceInterval != d.MaintenanceInterval || f.settings.streamRecheck != 30*time.Second {
+		t.Errorf("defaults: %+v, %v; want the gateway's", c, err)
+	}
+	f = parse("--quota-live-runs-per-workspace", "7", "--signin-hashing", "2", "--http-write-timeout", "5s",
+		"--run-retention", "48h", "--maintenance-interval", "10s", "--stream-recheck", "5s")
+	c, _, err = f.config(slog.New(slog.DiscardHandler))
+	if err != nil || c.Quotas.LiveRunsPerWorkspace != 7 || c.SignIn.Hashing != 2 || c.Timeouts.Write != 5*time.Second ||
+		c.RunRetention != 48*time.Hour || c.MaintenanceInterval != 10*time.Second || f.settings.streamRecheck != 5*time.Second {
+		t.Errorf("set: %+v (recheck %v), %v; want the flags' values", c, f.settings.streamRecheck, err)
 	}
 }

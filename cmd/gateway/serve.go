@@ -34,6 +34,84 @@ type serveFlags struct {
 	ownerEmail string
 	sessionTTL time.Duration
 	logLevel   string
+	settings   settings
+}
+
+// settings are the bounds of `gateway serve` (docs/GATEWAY.md, "Limits"):
+// each has a default and a range its flag checks.
+type settings struct {
+	quotas              gateway.Quotas
+	signIn              gateway.SignInLimits
+	timeouts            gateway.Timeouts
+	runRetention        time.Duration
+	maintenanceInterval time.Duration
+	streamRecheck       time.Duration
+}
+
+// defaultSettings are the flags' defaults.
+func defaultSettings() settings {
+	d := gateway.DefaultConfig()
+	return settings{quotas: d.Quotas, signIn: d.SignIn, timeouts: d.Timeouts, runRetention: d.RunRetention,
+		maintenanceInterval: d.MaintenanceInterval, streamRecheck: relay.DefaultConfig().Recheck}
+}
+
+// Bounds of the maintenance interval.
+const (
+	minMaintenanceInterval = time.Second
+	maxMaintenanceInterval = 24 * time.Hour
+)
+
+func (s *settings) register(fs *flag.FlagSet) {
+	*s = defaultSettings()
+	q, mq := &s.quotas, gateway.MaxQuotas
+	fs.IntVar(&q.LiveRunsPerWorkspace, "quota-live-runs-per-workspace", q.LiveRunsPerWorkspace,
+		fmt.Sprintf("runs not settled yet one workspace may have (1-%d); a run past it is refused with 429 quota_exceeded", mq.LiveRunsPerWorkspace))
+	fs.IntVar(&q.LiveRunsPerPrincipal, "quota-live-runs-per-principal", q.LiveRunsPerPrincipal,
+		fmt.Sprintf("runs not settled yet one account or API key may have (1-%d)", mq.LiveRunsPerPrincipal))
+	fs.IntVar(&q.QueuedStepsPerWorkspace, "quota-queued-steps-per-workspace", q.QueuedStepsPerWorkspace,
+		fmt.Sprintf("steps no node has started yet one workspace may have when it starts a run (1-%d)", mq.QueuedStepsPerWorkspace))
+	fs.IntVar(&q.QueuedStepsPerPrincipal, "quota-queued-steps-per-principal", q.QueuedStepsPerPrincipal,
+		fmt.Sprintf("steps no node has started yet one account or API key may have when it starts a run (1-%d)", mq.QueuedStepsPerPrincipal))
+	l, ml := &s.signIn, gateway.MaxSignInLimits
+	fs.IntVar(&l.PerAddressBurst, "signin-per-address-burst", l.PerAddressBurst,
+		fmt.Sprintf("sign-in attempts one client (an IPv4 address or an IPv6 /64) may make at once (1-%d)", ml.PerAddressBurst))
+	fs.DurationVar(&l.PerAddressEvery, "signin-per-address-every", l.PerAddressEvery,
+		fmt.Sprintf("one more sign-in attempt per client this often (%v-%v)", gateway.MinSignInEvery, ml.PerAddressEvery))
+	fs.IntVar(&l.PerEmailBurst, "signin-per-email-burst", l.PerEmailBurst,
+		fmt.Sprintf("sign-in attempts one email may get at once (1-%d)", ml.PerEmailBurst))
+	fs.DurationVar(&l.PerEmailEvery, "signin-per-email-every", l.PerEmailEvery,
+		fmt.Sprintf("one more sign-in attempt per email this often (%v-%v)", gateway.MinSignInEvery, ml.PerEmailEvery))
+	fs.IntVar(&l.Hashing, "signin-hashing", l.Hashing,
+		fmt.Sprintf("password checks (argon2id, 19 MiB each) running at once over all clients (1-%d); past it a sign-in waits up to 2s, then 503", ml.Hashing))
+	t, mt := &s.timeouts, gateway.MaxTimeouts
+	fs.DurationVar(&t.ReadHeader, "http-read-header-timeout", t.ReadHeader, fmt.Sprintf("time to read a request's headers (at most %v)", mt.ReadHeader))
+	fs.DurationVar(&t.Read, "http-read-timeout", t.Read, fmt.Sprintf("time to read a request's body, streams excepted (at most %v)", mt.Read))
+	fs.DurationVar(&t.Write, "http-write-timeout", t.Write, fmt.Sprintf("time to write an answer, streams excepted (at most %v)", mt.Write))
+	fs.DurationVar(&t.Idle, "http-idle-timeout", t.Idle, fmt.Sprintf("how long a kept-alive connection waits for its next request (at most %v)", mt.Idle))
+	fs.DurationVar(&s.runRetention, "run-retention", s.runRetention,
+		fmt.Sprintf("how long run records are kept after the run started (%v-%v; a run not settled is kept until it is)", gateway.MinRunRetention, gateway.MaxRunRetention))
+	fs.DurationVar(&s.maintenanceInterval, "maintenance-interval", s.maintenanceInterval,
+		fmt.Sprintf("how often the maintenance pass runs: retention, expired sign-ins, quota counters (%v-%v)", minMaintenanceInterval, maxMaintenanceInterval))
+	fs.DurationVar(&s.streamRecheck, "stream-recheck", s.streamRecheck,
+		fmt.Sprintf("how often an open stream's caller is authorized again: a deleted or changed member's stream closes within it (at most %v)", relay.MaxRecheck))
+}
+
+// check checks the settings, naming the flag at fault.
+func (s *settings) check() error {
+	for _, err := range []error{s.quotas.Check(), s.signIn.Check(), s.timeouts.Check()} {
+		if err != nil {
+			return fmt.Errorf("%w: --%v", errUsage, err)
+		}
+	}
+	switch {
+	case s.runRetention < gateway.MinRunRetention || s.runRetention > gateway.MaxRunRetention:
+		return fmt.Errorf("%w: --run-retention %v: want %v to %v", errUsage, s.runRetention, gateway.MinRunRetention, gateway.MaxRunRetention)
+	case s.maintenanceInterval < minMaintenanceInterval || s.maintenanceInterval > maxMaintenanceInterval:
+		return fmt.Errorf("%w: --maintenance-interval %v: want %v to %v", errUsage, s.maintenanceInterval, minMaintenanceInterval, maxMaintenanceInterval)
+	case s.streamRecheck <= 0 || s.streamRecheck > relay.MaxRecheck:
+		return fmt.Errorf("%w: --stream-recheck %v: want more than 0 and at most %v", errUsage, s.streamRecheck, relay.MaxRecheck)
+	}
+	return nil
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -49,6 +127,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ownerEmail, "owner-email", d.OwnerEmail, "email of the owner created on first start when the scheduler has none")
 	fs.DurationVar(&f.sessionTTL, "session-ttl", d.SessionTTL, "how long a sign-in lasts")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.settings.register(fs)
 }
 
 // config checks the flags and returns the gateway's configuration and the
@@ -69,6 +148,11 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *publicCert, e
 	if f.sessionTTL <= 0 {
 		return c, nil, fmt.Errorf("%w: --session-ttl %v: want a positive duration such as 12h", errUsage, f.sessionTTL)
 	}
+	if err := f.settings.check(); err != nil {
+		return c, nil, err
+	}
+	st := f.settings
+	c.Quotas, c.SignIn, c.Timeouts, c.RunRetention, c.MaintenanceInterval = st.quotas, st.signIn, st.timeouts, st.runRetention, st.maintenanceInterval
 	var pub *publicCert
 	switch {
 	case f.httpsCert != "" && f.httpsKey == "":
@@ -147,6 +231,9 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, stderr io.Wr
 	// The gateway checks the Origin of cookie-authenticated streams before
 	// the relay sees them; the relay checks again against the same site.
 	rcfg := relay.DefaultConfig()
+	rcfg.Recheck = f.settings.streamRecheck
+	rcfg.Metrics = relay.NewMetrics()
+	cfg.Collectors = append(cfg.Collectors, rcfg.Metrics.Collectors()...)
 	rcfg.CheckOrigin = func(r *http.Request) bool {
 		o := r.Header.Get("Origin")
 		return o == "" || o == cfg.Site

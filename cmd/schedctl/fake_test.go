@@ -183,6 +183,14 @@ func newFakeSchedulerOn(t *testing.T, src *pki.Source) *fakeScheduler {
 			}
 			out = append(out, *s)
 		}
+		// Pages as the scheduler does, the cursor being a position.
+		from, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		out = out[min(from, len(out)):]
+		if limit > 0 && len(out) > limit {
+			w.Header().Set("X-Next-Cursor", strconv.Itoa(from+limit))
+			out = out[:limit]
+		}
 		writeJSON(w, 200, out)
 	})
 	mux.HandleFunc("GET /v1/steps/{id}", f.getStep)

@@ -87,7 +87,7 @@ func fullStep() api.Step {
 			Exited: at, CleanedUp: at},
 		Events: []api.Event{{Time: at, Kind: "cancel_requested", Message: "cancel requested"}},
 		Spec: api.StepRequest{Image: "base", Args: []string{"sleep", "60"}, CPU: 1, MemoryBytes: 512 << 20,
-			EnvNames: []string{"TOKEN", "MODE"}},
+			EnvNames: []string{"TOKEN", "MODE"}, Pids: 1024, Timeout: api.Duration(time.Hour), WorkspaceBytes: 1 << 30, OutputBytes: 64 << 20},
 	}
 }
 
@@ -248,9 +248,25 @@ func TestTables(t *testing.T) {
 		}
 	}
 
-	r := schedctl(t, f.srv.URL, nil, "step", "s1")
+	// One page at a time: the next page's cursor is on stderr.
+	r := schedctl(t, f.srv.URL, nil, "steps", "--limit", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "s1") || strings.Contains(r.stdout, "s2") ||
+		!strings.Contains(r.stderr, "more steps: schedctl steps --limit 1 --cursor 1") {
+		t.Errorf("steps --limit 1 = %v; want s1 and the cursor of the next page", r)
+	}
+	r = schedctl(t, f.srv.URL, nil, "steps", "--limit", "1", "--cursor", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "s2") || strings.Contains(r.stdout, "s1 ") || r.stderr != "" {
+		t.Errorf("steps --limit 1 --cursor 1 = %v; want s2, the last page", r)
+	}
+	for _, bad := range [][]string{{"--limit", "-1"}, {"--limit", "1001"}, {"--cursor", "1"}} {
+		if r := schedctl(t, f.srv.URL, nil, append([]string{"steps"}, bad...)...); r.code != exitUsage || !strings.Contains(r.stderr, bad[0]) {
+			t.Errorf("steps %s %s = %v; want a usage error naming %s", bad[0], bad[1], r, bad[0])
+		}
+	}
+
+	r = schedctl(t, f.srv.URL, nil, "step", "s1")
 	for _, want := range []string{"state:", "cancelled", "exit code:", "137", "cancel:", "confirmed", "events:", "cancel_requested",
-		"env:            TOKEN MODE"} {
+		"env:            TOKEN MODE", "limits:         pids 1024, timeout 1h0m0s, workspace 1Gi, output 64Mi"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("step s1 printed %q; want it to contain %q", r.stdout, want)
 		}

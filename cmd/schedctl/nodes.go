@@ -77,6 +77,9 @@ func printNode(w io.Writer, n api.Node) error {
 		}
 		fmt.Fprintln(w)
 	}
+	if n.MaxLimits != (api.Limits{}) {
+		fmt.Fprintf(w, "max limits: %s\n", fmtLimits(n.MaxLimits))
+	}
 	_, err := fmt.Fprintf(w, "running: %d\n", n.Running)
 	return err
 }

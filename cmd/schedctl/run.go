@@ -32,16 +32,19 @@ const confirmWait = 30 * time.Second
 // The first interrupt (Ctrl-C) cancels the step and keeps waiting for its
 // confirmed end; the second stops waiting (the cancel stands).
 type runCmd struct {
-	id         string
-	image      string
-	cpu        float64
-	memory     string
-	timeout    time.Duration
-	noInternet bool
-	env        envFlag
-	workspace  string
-	tty        bool
-	idempotent bool
+	id            string
+	image         string
+	cpu           float64
+	memory        string
+	timeout       time.Duration
+	pids          int64
+	workspaceSize string
+	outputCap     string
+	noInternet    bool
+	env           envFlag
+	workspace     string
+	tty           bool
+	idempotent    bool
 }
 
 func newRunCmd() *runCmd { return &runCmd{} }
@@ -50,20 +53,34 @@ func (*runCmd) takesArgv()         {}
 func (*runCmd) handlesInterrupts() {}
 
 func (*runCmd) synopsis() string {
-	return "run [--image NAME] [--cpu N] [--memory SIZE] [--timeout D] [--no-internet] [--env K=V]... [--workspace DIR] [--tty] [--idempotent] [--id ID] -- ARGV..."
+	return "run [--image NAME] [--cpu N] [--memory SIZE] [--timeout D] [--pids N] [--workspace-size SIZE] [--output-cap SIZE] [--no-internet] [--env K=V]... [--workspace DIR] [--tty] [--idempotent] [--id ID] -- ARGV..."
 }
 
 func (r *runCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.image, "image", "base", "image: base, python, or a containerd image reference")
 	fs.Float64Var(&r.cpu, "cpu", 1, "CPU cores reserved and allowed, such as 0.5")
 	fs.StringVar(&r.memory, "memory", "512m", "memory reserved and allowed, such as 512m or 2g")
-	fs.DurationVar(&r.timeout, "timeout", 0, "wall-clock limit, such as 10m (0: none)")
+	def, hi := cluster.DefaultLimits, cluster.MaxLimits
+	fs.DurationVar(&r.timeout, "timeout", 0, fmt.Sprintf("wall-clock limit, such as 10m (0: the default, %v; at most %v)", def.Timeout, hi.Timeout))
+	fs.Int64Var(&r.pids, "pids", 0, fmt.Sprintf("limit of the step's processes and threads (0: the default, %d; at most %d)", def.Pids, hi.Pids))
+	fs.StringVar(&r.workspaceSize, "workspace-size", "", fmt.Sprintf("size limit of the step's workspace, such as 2g (default %s; at most %s)",
+		fmtSize(def.WorkspaceBytes), fmtSize(hi.WorkspaceBytes)))
+	fs.StringVar(&r.outputCap, "output-cap", "", fmt.Sprintf("output kept of the step, head and tail, such as 128m (default %s; at most %s)",
+		fmtSize(def.OutputBytes), fmtSize(hi.OutputBytes)))
 	fs.BoolVar(&r.noInternet, "no-internet", false, "deny all network access")
 	fs.Var(&r.env, "env", "environment variable K=V (repeatable)")
 	fs.StringVar(&r.workspace, "workspace", "", "name of the workspace (under the node's --workspace-root) the step sees a copy of at /workspace")
 	fs.BoolVar(&r.tty, "tty", false, "give the step a terminal")
 	fs.BoolVar(&r.idempotent, "idempotent", false, "the step may run again if its node is lost (default: at most once)")
 	fs.StringVar(&r.id, "id", "", "step id (default: a random one)")
+}
+
+// fmtSize writes a byte count as the size flags take it (64MiB, 1GiB).
+func fmtSize(n int64) string {
+	if s := fmtBytes(n); strings.HasSuffix(s, "i") {
+		return s + "B"
+	}
+	return fmt.Sprint(n)
 }
 
 // request builds and checks the step request from the flags.
@@ -75,6 +92,7 @@ func (r *runCmd) request(argv []string) (api.StepRequest, error) {
 		Env:        r.env,
 		CPU:        r.cpu,
 		Timeout:    api.Duration(r.timeout),
+		Pids:       r.pids,
 		NoInternet: r.noInternet,
 		TTY:        r.tty,
 		Idempotent: r.idempotent,
@@ -88,6 +106,23 @@ func (r *runCmd) request(argv []string) (api.StepRequest, error) {
 		return req, fmt.Errorf("%w: --cpu %v: want a positive number of cores", errUsage, r.cpu)
 	case r.timeout < 0:
 		return req, fmt.Errorf("%w: --timeout %v: must not be negative", errUsage, r.timeout)
+	case r.pids < 0:
+		return req, fmt.Errorf("%w: --pids %d: must not be negative", errUsage, r.pids)
+	}
+	// The scheduler checks the limits against the cluster's table and
+	// names the field; here only the sizes are parsed.
+	for _, f := range []struct {
+		name, value string
+		dst         *int64
+	}{{"--workspace-size", r.workspaceSize, &req.WorkspaceBytes}, {"--output-cap", r.outputCap, &req.OutputBytes}} {
+		if f.value == "" {
+			continue
+		}
+		n, err := size.Parse(f.value)
+		if err != nil {
+			return req, fmt.Errorf("%w: %s: %v", errUsage, f.name, err)
+		}
+		*f.dst = n
 	}
 	m, err := size.Parse(r.memory)
 	if err != nil {

@@ -137,18 +137,24 @@ func TestRunFlags(t *testing.T) {
 	ws := "analysis-1"
 	r := schedctl(t, f.sched.srv.URL, nil, "run", "--id", "my-step", "--image", "python", "--cpu", "0.5",
 		"--memory", "1g", "--timeout", "90s", "--no-internet", "--env", "A=1", "--env", "B=x=y",
-		"--workspace", ws, "--tty", "--idempotent", "--", "python3", "-c", "print(1)")
+		"--workspace", ws, "--tty", "--idempotent", "--pids", "256", "--workspace-size", "2g", "--output-cap", "128m",
+		"--", "python3", "-c", "print(1)")
 	if r.code != 0 {
 		t.Fatalf("run = %v", r)
 	}
 	want := api.StepRequest{ID: "my-step", Image: "python", Args: []string{"python3", "-c", "print(1)"},
 		Env: []string{"A=1", "B=x=y"}, CPU: 0.5, MemoryBytes: 1 << 30, Timeout: api.Duration(90 * time.Second),
-		Workspace: ws, NoInternet: true, TTY: true, Idempotent: true}
+		Workspace: ws, NoInternet: true, TTY: true, Idempotent: true, Pids: 256, WorkspaceBytes: 2 << 30, OutputBytes: 128 << 20}
 	if diff := cmp.Diff(want, f.sched.submits[0]); diff != "" {
 		t.Errorf("submitted (-want +got):\n%s", diff)
 	}
 	if r := schedctl(t, f.sched.srv.URL, nil, "run", "--workspace", "/etc", "--", "true"); r.code != exitUsage || !strings.Contains(r.stderr, "--workspace") {
 		t.Errorf("run --workspace /etc = %v; want a usage error naming --workspace", r)
+	}
+	for _, bad := range [][]string{{"--pids", "-1"}, {"--workspace-size", "lots"}, {"--output-cap", "-1m"}} {
+		if r := schedctl(t, f.sched.srv.URL, nil, append(append([]string{"run"}, bad...), "--", "true")...); r.code != exitUsage || !strings.Contains(r.stderr, bad[0]) {
+			t.Errorf("run %s %s = %v; want a usage error naming %s", bad[0], bad[1], r, bad[0])
+		}
 	}
 	if r := schedctl(t, f.sched.srv.URL, nil, "run", "--id", "my-step", "--", "true"); r.code != exitError || !strings.Contains(r.stderr, "exists") {
 		t.Errorf("run with a used --id = %v; want exit 1, exists", r)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/rodon-compute/rodon/api"
 )
@@ -63,6 +64,8 @@ func printStep(w io.Writer, s api.Step) error {
 		kv.row("env:", strings.Join(s.Spec.EnvNames, " "))
 	}
 	kv.row("resources:", fmt.Sprintf("%s cpu, %s memory", fmtCPU(s.Spec.CPU), fmtBytes(s.Spec.MemoryBytes)))
+	kv.row("limits:", fmtLimits(api.Limits{Pids: s.Spec.Pids, Timeout: s.Spec.Timeout,
+		WorkspaceBytes: s.Spec.WorkspaceBytes, OutputBytes: s.Spec.OutputBytes}))
 	if c := s.Cancel; c != nil {
 		desc := "requested " + fmtTime(c.RequestedAt)
 		switch {
@@ -100,4 +103,11 @@ func printStep(w io.Writer, s api.Step) error {
 		t.row("  "+fmtTime(e.Time), e.Kind, strings.ReplaceAll(e.Message, "\n", " "))
 	}
 	return t.flush()
+}
+
+// fmtLimits describes step limits (a step's in force, or a node's
+// maxima): pids, timeout, workspace size and output cap.
+func fmtLimits(l api.Limits) string {
+	return fmt.Sprintf("pids %d, timeout %v, workspace %s, output %s",
+		l.Pids, time.Duration(l.Timeout), fmtBytes(l.WorkspaceBytes), fmtBytes(l.OutputBytes))
 }

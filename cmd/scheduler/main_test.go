@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -16,9 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
+	"github.com/rodon-compute/rodon/scheduler"
 )
 
 // TestMain lets a test run this binary as the scheduler itself: with
@@ -51,6 +56,16 @@ func TestServeFlagErrors(t *testing.T) {
 		{"wildcard http addr", with("--http-addr", "0.0.0.0:7100"), `--http-addr "0.0.0.0:7100"`},
 		{"bad ttl", with("--node-ttl", "soon"), "-node-ttl"},
 		{"negative ttl", with("--node-ttl", "-1s"), "--node-ttl -1s"},
+		{"queue timeout over its maximum", with("--queue-timeout", "200h"), "--queue-timeout 200h0m0s: want 1s to 168h0m0s"},
+		{"zero start timeout", with("--start-timeout", "0s"), "--start-timeout 0s: want 100ms to 1h0m0s"},
+		{"create timeout over its maximum", with("--create-timeout", "25h"), "--create-timeout 25h0m0s: want 100ms to 24h0m0s"},
+		{"create timeout under the start timeout", with("--start-timeout", "5m", "--create-timeout", "1m"), "--create-timeout 1m0s: must be at least --start-timeout 5m0s"},
+		{"step retention over its maximum", with("--step-retention", "2200h"), "--step-retention 2200h0m0s: want 1s to 2160h0m0s"},
+		{"step retention under its minimum", with("--step-retention", "10ms"), "--step-retention 10ms: want 1s"},
+		{"http timeout over its maximum", with("--http-timeout", "2h"), "--http-timeout 2h0m0s: want 100ms to 1h0m0s"},
+		{"zero header timeout", with("--http-header-timeout", "0s"), "--http-header-timeout 0s"},
+		{"zero snapshot timeout", with("--snapshot-timeout", "0s"), "--snapshot-timeout 0s"},
+		{"zero idle timeout", with("--http-idle-timeout", "0s"), "--http-idle-timeout 0s"},
 		{"bootstrap and join", with("--bootstrap", "--join", "127.0.0.1:7000"), "--bootstrap and --join are exclusive"},
 		{"bad join", with("--join", "x"), `--join "x"`},
 		{"bad log level", with("--log-level", "loud"), "--log-level"},
@@ -311,4 +326,43 @@ func TestJoinFetchesEnvKey(t *testing.T) {
 		t.Errorf("GET /v1/members/env-key as an operator = %s, want 403", resp.Status)
 	}
 	m1.stop(t)
+}
+
+// TestServeBounds checks the defaults of the bound flags and that each
+// reaches the member's configuration.
+func TestServeBounds(t *testing.T) {
+	parse := func(args ...string) scheduler.Config {
+		t.Helper()
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		var f serveFlags
+		f.register(fs)
+		base := []string{"--node-id", "m1", "--data-dir", t.TempDir(), "--raft-addr", "127.0.0.1:7101", "--http-addr", "127.0.0.1:7100", "--plaintext"}
+		if err := fs.Parse(append(base, args...)); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.config()
+		if err != nil {
+			t.Fatalf("config(%q) = %v", args, err)
+		}
+		return c
+	}
+	d := parse()
+	want := scheduler.Config{QueueTimeout: time.Hour, StartTimeout: 2 * time.Minute, CreateTimeout: 10 * time.Minute,
+		StepRetention: 7 * 24 * time.Hour, HTTP: scheduler.HTTPTimeouts{Header: 10 * time.Second, Request: 30 * time.Second,
+			Snapshot: 5 * time.Minute, Idle: 2 * time.Minute}}
+	got := scheduler.Config{QueueTimeout: d.QueueTimeout, StartTimeout: d.StartTimeout, CreateTimeout: d.CreateTimeout,
+		StepRetention: d.StepRetention, HTTP: d.HTTP}
+	if !cmp.Equal(got, want, cmpopts.IgnoreUnexported(scheduler.Config{})) {
+		t.Errorf("default bounds = %+v, want %+v", got, want)
+	}
+	c := parse("--queue-timeout", "5m", "--start-timeout", "30s", "--create-timeout", "1m", "--step-retention", "3s",
+		"--http-header-timeout", "1s", "--http-timeout", "2s", "--snapshot-timeout", "3s", "--http-idle-timeout", "4s")
+	got = scheduler.Config{QueueTimeout: c.QueueTimeout, StartTimeout: c.StartTimeout, CreateTimeout: c.CreateTimeout,
+		StepRetention: c.StepRetention, HTTP: c.HTTP}
+	want = scheduler.Config{QueueTimeout: 5 * time.Minute, StartTimeout: 30 * time.Second, CreateTimeout: time.Minute,
+		StepRetention: 3 * time.Second, HTTP: scheduler.HTTPTimeouts{Header: time.Second, Request: 2 * time.Second,
+			Snapshot: 3 * time.Second, Idle: 4 * time.Second}}
+	if !cmp.Equal(got, want, cmpopts.IgnoreUnexported(scheduler.Config{})) {
+		t.Errorf("bounds from flags = %+v, want %+v", got, want)
+	}
 }

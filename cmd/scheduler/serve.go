@@ -31,6 +31,7 @@ type serveFlags struct {
 	bootstrap bool
 	join      string
 	nodeTTL   time.Duration
+	bounds    boundFlags
 	logLevel  string
 	tls       cli.TLSFlags
 	envKey    string
@@ -45,6 +46,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.bootstrap, "bootstrap", false, "start a new cluster with this member as its only voter (first member only)")
 	fs.StringVar(&f.join, "join", "", "HTTPADDR[,HTTPADDR...] of existing members to join (https unless --plaintext)")
 	fs.DurationVar(&f.nodeTTL, "node-ttl", d.NodeTTL, "silence after which a node is declared down")
+	f.bounds.register(fs, d)
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.tls.Register(fs)
 	fs.StringVar(&f.envKey, "env-key", "", "the cluster env key that seals step environment values, the same file on every member "+
@@ -167,6 +169,9 @@ func (f *serveFlags) config() (scheduler.Config, error) {
 	}
 	c.ID, c.DataDir, c.RaftAddr, c.HTTPAddr = f.nodeID, f.dataDir, f.raftAddr, f.httpAddr
 	c.Bootstrap, c.Join, c.NodeTTL = f.bootstrap, join, f.nodeTTL
+	if err := f.bounds.apply(&c); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 

@@ -2,6 +2,7 @@ package gatewaytest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -30,6 +31,9 @@ type Scheduler struct {
 	// env holds the environment each accepted step would run with.
 	sealed map[string]sealedValue
 	env    map[string][]string
+	// reads counts Step calls, readBytes the JSON bytes they answered.
+	reads     int
+	readBytes int64
 }
 
 type sealedValue struct{ step, name, value string }
@@ -136,11 +140,38 @@ func (s *Scheduler) Env(id string) []string {
 func (s *Scheduler) Step(ctx context.Context, id string) (api.Step, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads++
 	st, ok := s.steps[id]
 	if !ok {
 		return api.Step{}, &client.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: "step " + id + ": not found"}
 	}
-	return copyStep(st), nil
+	out := copyStep(st)
+	b, _ := json.Marshal(out)
+	s.readBytes += int64(len(b))
+	return out, nil
+}
+
+// Reads returns how many Step calls were answered since the last
+// ResetReads, and the bytes of their answers (JSON).
+func (s *Scheduler) Reads() (calls int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads, s.readBytes
+}
+
+// ResetReads zeroes the counts of Reads.
+func (s *Scheduler) ResetReads() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads, s.readBytes = 0, 0
+}
+
+// Compact forgets step id, as the scheduler does once a terminal step is
+// past its retention: reads of it are then not_found.
+func (s *Scheduler) Compact(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.steps, id)
 }
 
 // WaitStep returns step id once its ModifyIndex passes index, or when
@@ -224,6 +255,9 @@ func (s *Scheduler) update(id string, f func(st *api.Step)) {
 	f(st)
 	s.touch(st)
 }
+
+// Update applies f to step id (which must exist), as one change.
+func (s *Scheduler) Update(id string, f func(st *api.Step)) { s.update(id, f) }
 
 // Start places step id on Node and marks it running.
 func (s *Scheduler) Start(id string) {

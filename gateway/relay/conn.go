@@ -32,6 +32,49 @@ import (
 // Config.Stdin and Config.Resize, and reports the browser's close or a
 // refused message to the writer.
 func (r *Relay) ServeStep(w http.ResponseWriter, req *http.Request, stepID string, from uint64, interactive bool) {
+	r.ServeStream(w, req, Stream{StepID: stepID, From: from, Interactive: interactive})
+}
+
+// Stream is one stream request as the gateway authorized it, with the
+// hooks it keeps on the stream.
+type Stream struct {
+	StepID      string
+	From        uint64
+	Interactive bool
+	// Check, if not nil, authorizes the caller again every
+	// Config.Recheck while the stream is open, from a goroutine of its
+	// own. A *Revoked error closes the stream with its code and reason;
+	// any other error (the credential could not be checked) is logged and
+	// the stream goes on.
+	Check func(ctx context.Context) error
+	// Opened, if not nil, is called once the websocket is open; Closed,
+	// if not nil, once it is closed, with the input the browser sent.
+	Opened func()
+	Closed func(Input)
+}
+
+// Input is what a stream passed to the step's terminal.
+type Input struct {
+	// Bytes and Messages count the stdin messages' data and the
+	// messages; Resizes the resize messages.
+	Bytes, Messages, Resizes int64
+	// Open is how long the stream was open.
+	Open time.Duration
+}
+
+// Revoked is Stream.Check's refusal: the caller may no longer read the
+// stream.
+type Revoked struct {
+	// Code is the close code: CloseUnauthorized or CloseForbidden.
+	Code   int
+	Reason string
+}
+
+func (e *Revoked) Error() string { return e.Reason }
+
+// ServeStream is ServeStep with the stream's hooks.
+func (r *Relay) ServeStream(w http.ResponseWriter, req *http.Request, st Stream) {
+	stepID := st.StepID
 	conn, err := r.upgrader.Upgrade(w, req, nil)
 	if err != nil {
 		// The upgrader has answered the request.
@@ -41,6 +84,10 @@ func (r *Relay) ServeStep(w http.ResponseWriter, req *http.Request, stepID strin
 	m := r.cfg.Metrics
 	m.streamStarted()
 	defer m.streamEnded()
+	opened := time.Now()
+	if st.Opened != nil {
+		st.Opened()
+	}
 
 	ctx, cancel := context.WithCancel(req.Context())
 	s := &session{
@@ -48,22 +95,31 @@ func (r *Relay) ServeStep(w http.ResponseWriter, req *http.Request, stepID strin
 		up:          r.up,
 		conn:        conn,
 		id:          stepID,
-		interactive: interactive && r.cfg.Stdin != nil && r.cfg.Resize != nil,
+		interactive: st.Interactive && r.cfg.Stdin != nil && r.cfg.Resize != nil,
 		logger:      r.logger.With("step", stepID),
 		lines:       make(chan []byte),
 		acks:        make(chan struct{}),
 		pumpDone:    make(chan end, 1),
 		pings:       make(chan string, 1),
 		readDone:    make(chan error, 1),
+		revoked:     make(chan *Revoked, 1),
 	}
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		conn.Close()
 		wg.Wait()
+		if st.Closed != nil {
+			in := s.in
+			in.Open = time.Since(opened)
+			st.Closed(in)
+		}
 	}()
 	wg.Go(func() { s.readLoop(ctx) })
-	wg.Go(func() { s.pumpDone <- s.pump(ctx, from) })
+	wg.Go(func() { s.pumpDone <- s.pump(ctx, st.From) })
+	if st.Check != nil {
+		wg.Go(func() { s.recheck(ctx, st.Check) })
+	}
 
 	e := s.writeLoop(ctx)
 	// Stop the pump and the input before saying goodbye.
@@ -112,10 +168,38 @@ type session struct {
 	// broken connection.
 	readDone chan error
 
+	// revoked receives the checker's one refusal of the caller.
+	revoked chan *Revoked
+
 	// Owned by the writer: readEnded is set once it has received from
 	// readDone; frames counts the frames sent.
 	readEnded bool
 	frames    int
+	// Owned by the reader: the input passed on.
+	in Input
+}
+
+// recheck calls check every Recheck until ctx ends or check refuses the
+// caller, which it reports to the writer.
+func (s *session) recheck(ctx context.Context, check func(context.Context) error) {
+	t := time.NewTicker(s.cfg.Recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := check(ctx)
+		var rv *Revoked
+		switch {
+		case errors.As(err, &rv):
+			s.revoked <- rv
+			return
+		case err != nil && ctx.Err() == nil:
+			s.logger.Warn("re-check the stream's caller; the stream goes on", "error", err)
+		}
+	}
 }
 
 // writeLoop sends frames, pings and pongs until the stream ends, and
@@ -152,6 +236,8 @@ func (s *session) writeLoop(ctx context.Context) end {
 		case err := <-s.readDone:
 			s.readEnded = true
 			return clientEnd(err)
+		case rv := <-s.revoked:
+			return end{code: rv.Code, reason: rv.Reason, err: rv}
 		case <-ctx.Done():
 			return stopping(ctx)
 		}
@@ -280,8 +366,11 @@ func (s *session) input(ctx context.Context, f clientFrame) {
 	var err error
 	switch f.Type {
 	case typeStdin:
+		s.in.Messages++
+		s.in.Bytes += int64(len(f.Data))
 		err = s.cfg.Stdin(ctx, s.id, []byte(f.Data))
 	case typeResize:
+		s.in.Resizes++
 		err = s.cfg.Resize(ctx, s.id, f.Cols, f.Rows)
 	}
 	if err != nil && ctx.Err() == nil {

@@ -66,6 +66,7 @@ type env struct {
 	relay   *Relay
 	up      *countingUpstream
 	cancel  context.CancelFunc
+	hooks   func(*Stream)
 }
 
 type envOptions struct {
@@ -82,6 +83,8 @@ type envOptions struct {
 	// node is the node the scheduler names for every stream; empty is
 	// n1.
 	node string
+	// hooks, if not nil, sets the hooks of each stream served.
+	hooks func(*Stream)
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -103,7 +106,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		t.Fatalf("stream.New() = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &env{t: t, logs: logs, cancel: cancel}
+	e := &env{t: t, logs: logs, cancel: cancel, hooks: opts.hooks}
 	agents := NewAgents(nil)
 	if opts.plaintext {
 		e.agent = startServer(ctx, h)
@@ -180,7 +183,11 @@ func (e *env) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		from = n
 	}
-	e.relay.ServeStep(w, r, id, from, r.URL.Query().Get("tty") == "1")
+	st := Stream{StepID: id, From: from, Interactive: r.URL.Query().Get("tty") == "1"}
+	if e.hooks != nil {
+		e.hooks(&st)
+	}
+	e.relay.ServeStream(w, r, st)
 }
 
 func (e *env) wsURL(id string, query string) string {

@@ -18,6 +18,13 @@
 // Config.Resize. Any other message, or any message on a step that is not
 // interactive, is refused with a close frame (1003 for binary, 1008
 // otherwise) whose reason says what was wrong.
+//
+// The gateway hands ServeStream a Stream with its hooks: Check authorizes
+// the caller again every Config.Recheck (at most 30 s) from a goroutine of
+// its own, which passes a refusal (*Revoked) to the writer, the one
+// goroutine that writes: the stream then closes with 4401 or 4403 and the
+// reason. Opened and Closed tell the gateway when the websocket opened and
+// closed, and what input it passed to the terminal (for its audit log).
 package relay
 
 import (
@@ -42,6 +49,12 @@ const (
 	// CloseNotFound: the step has no stream (it has not run on a node,
 	// or its output is past retention).
 	CloseNotFound = 4404
+	// CloseUnauthorized: the caller's credential no longer holds (signed
+	// out, expired, a deleted or changed member, a deleted key).
+	CloseUnauthorized = 4401
+	// CloseForbidden: the caller may no longer read (or write to) the
+	// stream.
+	CloseForbidden = 4403
 )
 
 // Config configures a Relay. Stdin, Resize and CheckOrigin come from the
@@ -66,6 +79,10 @@ type Config struct {
 	// upstream again, counted from its last relayed frame or failure
 	// without progress; after it the stream ends with 1011.
 	RetryTimeout time.Duration
+	// Recheck is how often Stream.Check runs while a stream is open (a
+	// deleted or changed member's stream closes within it): at most
+	// MaxRecheck.
+	Recheck time.Duration
 
 	// Stdin writes data to the step's terminal; Resize resizes it. They
 	// are called from the connection's reader, one call at a time, with a
@@ -99,8 +116,13 @@ func DefaultConfig() Config {
 		MaxMessage:   64 << 10,
 		MaxFrame:     1<<20 + 64<<10,
 		RetryTimeout: 30 * time.Second,
+		Recheck:      MaxRecheck,
 	}
 }
+
+// MaxRecheck is the longest Config.Recheck, and its default: an open
+// stream's caller is authorized again at least this often.
+const MaxRecheck = 30 * time.Second
 
 // Relay relays step streams to browser websockets. It is safe for
 // concurrent use; each ServeStep call owns its connection and the
@@ -117,9 +139,11 @@ func New(cfg Config, up Upstream, logger *slog.Logger) (*Relay, error) {
 	switch {
 	case up == nil:
 		return nil, errors.New("stream relay: no upstream")
-	case cfg.PingInterval <= 0 || cfg.WriteWait <= 0 || cfg.CloseWait <= 0 || cfg.RetryTimeout <= 0:
-		return nil, fmt.Errorf("stream relay config: ping interval %v, write wait %v, close wait %v and retry timeout %v must be positive",
-			cfg.PingInterval, cfg.WriteWait, cfg.CloseWait, cfg.RetryTimeout)
+	case cfg.PingInterval <= 0 || cfg.WriteWait <= 0 || cfg.CloseWait <= 0 || cfg.RetryTimeout <= 0 || cfg.Recheck <= 0:
+		return nil, fmt.Errorf("stream relay config: ping interval %v, write wait %v, close wait %v, retry timeout %v and recheck %v must be positive",
+			cfg.PingInterval, cfg.WriteWait, cfg.CloseWait, cfg.RetryTimeout, cfg.Recheck)
+	case cfg.Recheck > MaxRecheck:
+		return nil, fmt.Errorf("stream relay config: recheck %v: at most %v", cfg.Recheck, MaxRecheck)
 	case cfg.PongWait <= cfg.PingInterval:
 		return nil, fmt.Errorf("stream relay config: pong wait %v must exceed the ping interval %v", cfg.PongWait, cfg.PingInterval)
 	case cfg.MaxMessage <= 0 || cfg.MaxFrame < 64:

@@ -3,12 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -46,11 +42,11 @@ const containerdLog = "/var/log/rodon/containerd.log"
 func TestEnvValuesNeverLeave(t *testing.T) {
 	testenv.RequireContainerd(t)
 	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
-	marker := newEnvMarker()
+	marker := testenv.Marker()
 
 	f := &fleet{}
 	schedDir := startEnvScheduler(t, f)
-	agent := startDebugAgent(t, f, "env-node-k4")
+	agent := startAgentLogging(t, f, "env-node-k4", "debug")
 	const ownerEmail = "owner@example.com"
 	g := startGateway(t, f, ownerEmail)
 	password := g.ownerPassword(t, ownerEmail)
@@ -61,7 +57,7 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 	if code != 0 || out != "seen:"+marker+":plain\n" {
 		t.Fatalf("schedctl run = %d, stdout %q, stderr %q; want the step to print the value", code, out, errOut)
 	}
-	if leaks([]byte(errOut), marker) {
+	if testenv.Holds([]byte(errOut), marker) {
 		t.Errorf("schedctl run's own messages (stderr) hold the value: %q", errOut)
 	}
 
@@ -175,7 +171,7 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 	if !bytes.Contains(snap, []byte(`"sealed_env"`)) {
 		t.Errorf("the snapshot holds no sealed_env: the test did not see the steps' environment")
 	}
-	if leaks(answers.Bytes(), marker) {
+	if testenv.Holds(answers.Bytes(), marker) {
 		t.Errorf("an answer or a schedctl output holds the environment value:\n%s", answers.String())
 	}
 
@@ -187,11 +183,11 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 	}
 	var found []string
 	for _, dir := range append([]string{schedDir, agent.dataDir, g.dataDir, f.wsRoot, tlsDir}, runtimeDirs...) {
-		found = append(found, scanFiles(t, dir, marker)...)
+		found = append(found, testenv.FilesHolding(t, dir, marker)...)
 	}
 	tmp, _ := filepath.Glob(filepath.Join(os.TempDir(), "runsc-process*"))
 	for _, p := range tmp {
-		found = append(found, scanFiles(t, p, marker)...)
+		found = append(found, testenv.FilesHolding(t, p, marker)...)
 	}
 	var outputLogs int
 	for _, p := range found {
@@ -207,62 +203,13 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 
 	// Logs: every daemon's (all at debug level) and containerd's.
 	for _, p := range append(append([]*proc{}, f.schedulers...), append(f.agents, g.proc)...) {
-		if leaks([]byte(p.out.String()), marker) {
+		if testenv.Holds([]byte(p.out.String()), marker) {
 			t.Errorf("the log of %s holds the environment value", p.name)
 		}
 	}
-	if b, err := os.ReadFile(containerdLog); err == nil && leaks(b, marker) {
+	if b, err := os.ReadFile(containerdLog); err == nil && testenv.Holds(b, marker) {
 		t.Errorf("%s holds the environment value", containerdLog)
 	}
-}
-
-func newEnvMarker() string {
-	b := make([]byte, 12)
-	rand.Read(b)
-	return "envmark" + hex.EncodeToString(b)
-}
-
-// leaks reports whether b holds marker as it is, or base64-encoded at any
-// alignment (as JSON writes a []byte).
-func leaks(b []byte, marker string) bool {
-	if bytes.Contains(b, []byte(marker)) {
-		return true
-	}
-	for k := range 3 {
-		enc := base64.StdEncoding.EncodeToString(append(make([]byte, k), marker...))
-		from, to := (8*k+5)/6, (8*(k+len(marker))-6)/6+1
-		if bytes.Contains(b, []byte(enc[from:to])) {
-			return true
-		}
-	}
-	return false
-}
-
-// scanFiles returns the regular files under root (or root itself) that
-// hold marker. Files that vanish while it reads (other tests share
-// containerd) are skipped; fifos and sockets are never opened.
-func scanFiles(t *testing.T, root, marker string) []string {
-	t.Helper()
-	var out []string
-	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		fh, err := os.Open(path)
-		if err != nil {
-			return nil
-		}
-		b, err := io.ReadAll(fh)
-		fh.Close()
-		if err == nil && leaks(b, marker) {
-			out = append(out, path)
-		}
-		return nil
-	})
-	return out
 }
 
 // httpGet reads url with hc and fails the test unless the answer is 200:
@@ -306,28 +253,4 @@ func startEnvScheduler(t *testing.T, f *fleet) string {
 		return err == nil && len(ms) == 1 && ms[0].Leader
 	})
 	return dir
-}
-
-// startDebugAgent is startNamedAgent with agentd logging at debug level.
-func startDebugAgent(t *testing.T, f *fleet, id string) agentInfo {
-	t.Helper()
-	if f.wsRoot == "" {
-		f.wsRoot = t.TempDir()
-	}
-	a := agentInfo{id: id, listen: freePort(t), dataDir: t.TempDir()}
-	f.agentAddrs = append(f.agentAddrs, a.listen)
-	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
-		"--node-id", id, "--data-dir", a.dataDir, "--listen", a.listen, "--workspace-root", f.wsRoot,
-		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "debug", "--network", "none"))
-	c := newClient(t, f.urls())
-	waitFor(t, 60*time.Second, "node "+id+" ready", func() bool {
-		nodes, err := c.Nodes(t.Context())
-		for _, nd := range nodes {
-			if nd.ID == id && nd.State == "ready" {
-				return err == nil
-			}
-		}
-		return false
-	})
-	return a
 }

@@ -36,6 +36,12 @@ type agentInfo struct {
 // until it is ready.
 func startNamedAgent(t *testing.T, f *fleet, id string) agentInfo {
 	t.Helper()
+	return startAgentLogging(t, f, id, "info")
+}
+
+// startAgentLogging is startNamedAgent with agentd logging at level.
+func startAgentLogging(t *testing.T, f *fleet, id, level string) agentInfo {
+	t.Helper()
 	if f.wsRoot == "" {
 		f.wsRoot = t.TempDir()
 	}
@@ -43,7 +49,7 @@ func startNamedAgent(t *testing.T, f *fleet, id string) agentInfo {
 	f.agentAddrs = append(f.agentAddrs, a.listen)
 	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
 		"--node-id", id, "--data-dir", a.dataDir, "--listen", a.listen, "--workspace-root", f.wsRoot,
-		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info", "--network", "none"))
+		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", level, "--network", "none"))
 	c := newClient(t, f.urls())
 	waitFor(t, 60*time.Second, "node "+id+" ready", func() bool {
 		nodes, err := c.Nodes(t.Context())

@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/rodon-compute/rodon/internal/atomicfile"
 )
 
 // File names in a CA or TLS directory.
@@ -83,7 +85,7 @@ func InitCA(dir string, validFor time.Duration) error {
 	if err := writeKey(filepath.Join(dir, CAKeyFile), key); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, CACertFile), pemBlock("CERTIFICATE", der), 0o644)
+	return atomicfile.Write(filepath.Join(dir, CACertFile), pemBlock("CERTIFICATE", der), 0o644)
 }
 
 // CA is a loaded cluster CA that issues certificates.
@@ -201,15 +203,15 @@ func (ca *CA) IssueFiles(dir string, id Identity, opts IssueOptions) (certPath s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
-	if err := writeFileAtomic(KeyPath(dir, id), keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(KeyPath(dir, id), keyPEM, 0o600); err != nil {
 		return "", err
 	}
 	certPath = CertPath(dir, id)
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(certPath, certPEM, 0o644); err != nil {
 		return "", err
 	}
 	if _, err := os.Stat(filepath.Join(dir, CACertFile)); errors.Is(err, os.ErrNotExist) {
-		if err := writeFileAtomic(filepath.Join(dir, CACertFile), ca.pem, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, CACertFile), ca.pem, 0o644); err != nil {
 			return "", err
 		}
 	}
@@ -233,32 +235,5 @@ func writeKey(path string, key *ecdsa.PrivateKey) error {
 	if err != nil {
 		return fmt.Errorf("encode key: %w", err)
 	}
-	return writeFileAtomic(path, pemBlock("PRIVATE KEY", der), 0o600)
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it over path.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	err = tmp.Chmod(mode)
-	if err == nil {
-		_, err = tmp.Write(data)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, pemBlock("PRIVATE KEY", der), 0o600)
 }

@@ -30,6 +30,10 @@ import (
 // IndexHeader carries the state index a member answered from.
 const IndexHeader = "X-Rodon-Index"
 
+// NextCursorHeader carries, on a page of a list, the cursor of the next
+// page; it is absent on the last page.
+const NextCursorHeader = "X-Next-Cursor"
+
 // Options configure a Client; the zero value is usable.
 type Options struct {
 	// TLS is the caller's certificate and the cluster CA: requests use
@@ -160,6 +164,8 @@ type response struct {
 	status int
 	index  uint64
 	body   []byte
+	// next is the cursor of a list's next page; empty on the last.
+	next string
 }
 
 // do sends r to one member after another until one answers or the retry
@@ -260,7 +266,7 @@ func (c *Client) once(ctx context.Context, base *url.URL, r request) (resp *resp
 		return nil, again, e
 	}
 	idx, _ := strconv.ParseUint(hr.Header.Get(IndexHeader), 10, 64)
-	return &response{status: hr.StatusCode, index: idx, body: b}, false, nil
+	return &response{status: hr.StatusCode, index: idx, body: b, next: hr.Header.Get(NextCursorHeader)}, false, nil
 }
 
 // unsent reports whether err surely happened before the request reached a
@@ -301,4 +307,53 @@ func waitQuery(index uint64, wait time.Duration) url.Values {
 		q.Set("wait", wait.String())
 	}
 	return q
+}
+
+// MaxPageLimit is the most entries a list route answers in one page; a
+// larger limit is capped. A limit of zero asks for the server's default
+// (100).
+const MaxPageLimit = 1000
+
+// pageQuery returns q with the page parameters set.
+func pageQuery(q url.Values, limit int, cursor string) url.Values {
+	if q == nil {
+		q = url.Values{}
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	return q
+}
+
+// listPage reads one page of the list at path: the entries and the cursor
+// of the next page ("" on the last).
+func listPage[T any](ctx context.Context, c *Client, path string, q url.Values, limit int, cursor string) ([]T, string, error) {
+	var out []T
+	resp, err := c.call(ctx, request{method: http.MethodGet, path: path, query: pageQuery(q, limit, cursor)}, nil, &out)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, resp.next, nil
+}
+
+// listAll reads every page of the list at path, MaxPageLimit entries at a
+// time. The pages are read at different moments: an entry added or
+// removed meanwhile may be missed, but none is read twice.
+func listAll[T any](ctx context.Context, c *Client, path string, q url.Values) ([]T, error) {
+	all := []T{}
+	cursor := ""
+	for {
+		page, next, err := listPage[T](ctx, c, path, q, MaxPageLimit, cursor)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		cursor = next
+	}
 }

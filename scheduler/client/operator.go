@@ -16,12 +16,10 @@ func (c *Client) Health(ctx context.Context) (api.Health, error) {
 	return h, err
 }
 
-// Members lists the cluster's Raft members, with the leader and each
-// member's last applied index.
+// Members lists the cluster's Raft members, by id, with the leader and
+// each member's last applied index.
 func (c *Client) Members(ctx context.Context) ([]api.Member, error) {
-	var out []api.Member
-	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/members"}, nil, &out)
-	return out, err
+	return listAll[api.Member](ctx, c, "/v1/members", nil)
 }
 
 // Join asks the leader to add the member described by req as a voter.
@@ -55,11 +53,16 @@ func (c *Client) RestoreSnapshot(ctx context.Context, doc []byte) error {
 	return err
 }
 
-// Nodes lists the nodes, ordered by ID.
+// Nodes lists every node, ordered by ID, reading page after page.
 func (c *Client) Nodes(ctx context.Context) ([]api.Node, error) {
-	var out []api.Node
-	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/nodes"}, nil, &out)
-	return out, err
+	return listAll[api.Node](ctx, c, "/v1/nodes", nil)
+}
+
+// NodesPage returns one page of the nodes, ordered by ID: at most limit
+// (0: the server's default, 100; at most MaxPageLimit) from cursor ("" for
+// the first page), and the cursor of the next page ("" on the last).
+func (c *Client) NodesPage(ctx context.Context, limit int, cursor string) ([]api.Node, string, error) {
+	return listPage[api.Node](ctx, c, "/v1/nodes", nil, limit, cursor)
 }
 
 // Node returns one node.
@@ -105,8 +108,7 @@ type StepFilter struct {
 	Node  string
 }
 
-// Steps lists the steps that match f, oldest first.
-func (c *Client) Steps(ctx context.Context, f StepFilter) ([]api.Step, error) {
+func (f StepFilter) query() url.Values {
 	q := url.Values{}
 	if f.State != "" {
 		q.Set("state", f.State)
@@ -114,9 +116,21 @@ func (c *Client) Steps(ctx context.Context, f StepFilter) ([]api.Step, error) {
 	if f.Node != "" {
 		q.Set("node", f.Node)
 	}
-	var out []api.Step
-	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/steps", query: q}, nil, &out)
-	return out, err
+	return q
+}
+
+// Steps lists every step that matches f, oldest first, reading page after
+// page (see StepsPage to read one).
+func (c *Client) Steps(ctx context.Context, f StepFilter) ([]api.Step, error) {
+	return listAll[api.Step](ctx, c, "/v1/steps", f.query())
+}
+
+// StepsPage returns one page of the steps in state (all when empty) on
+// node (all when empty), oldest submission first: at most limit (0: the
+// server's default, 100; at most MaxPageLimit) from cursor ("" for the
+// first page), and the cursor of the next page ("" on the last).
+func (c *Client) StepsPage(ctx context.Context, state, node string, limit int, cursor string) ([]api.Step, string, error) {
+	return listPage[api.Step](ctx, c, "/v1/steps", StepFilter{State: state, Node: node}.query(), limit, cursor)
 }
 
 // Step returns one step.

@@ -43,19 +43,41 @@ func (c *Client) GetRecord(ctx context.Context, kind, id string) (api.Record, er
 	return out, err
 }
 
-// ListRecords returns the records of kind whose id starts with prefix (all
-// when empty), ordered by id.
+// ListRecords returns every record of kind whose id starts with prefix
+// (all when empty), ordered by id, reading page after page (see
+// ListRecordsPage to read one).
 func (c *Client) ListRecords(ctx context.Context, kind, prefix string) ([]api.Record, error) {
-	if kind == "" || kind == "." || kind == ".." {
-		return nil, fmt.Errorf("record kind %q: must not be empty, \".\" or \"..\"", kind)
+	if err := checkKind(kind); err != nil {
+		return nil, err
 	}
+	return listAll[api.Record](ctx, c, "/v1/records/"+escape(kind), prefixQuery(prefix))
+}
+
+// ListRecordsPage returns one page of the records of kind whose id starts
+// with prefix, ordered by id: at most limit (0: the server's default, 100;
+// at most MaxPageLimit) from cursor ("" for the first page), and the
+// cursor of the next page ("" on the last). A page costs the scheduler the
+// same whatever the number of records.
+func (c *Client) ListRecordsPage(ctx context.Context, kind, prefix string, limit int, cursor string) (recs []api.Record, next string, err error) {
+	if err := checkKind(kind); err != nil {
+		return nil, "", err
+	}
+	return listPage[api.Record](ctx, c, "/v1/records/"+escape(kind), prefixQuery(prefix), limit, cursor)
+}
+
+func checkKind(kind string) error {
+	if kind == "" || kind == "." || kind == ".." {
+		return fmt.Errorf("record kind %q: must not be empty, \".\" or \"..\"", kind)
+	}
+	return nil
+}
+
+func prefixQuery(prefix string) url.Values {
 	q := url.Values{}
 	if prefix != "" {
 		q.Set("prefix", prefix)
 	}
-	var out []api.Record
-	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/records/" + escape(kind), query: q}, nil, &out)
-	return out, err
+	return q
 }
 
 // PutRecord stores value as the record kind/id if its current version is
@@ -108,4 +130,16 @@ func (c *Client) Audit(ctx context.Context, after uint64, limit int) ([]api.Audi
 	var out []api.AuditEntry
 	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/audit", query: q}, nil, &out)
 	return out, err
+}
+
+// DropAudit drops the audit entries numbered below before (export them
+// first, with Audit) and returns how many were dropped. The scheduler
+// appends an entry recording the drop, with by (who asked, a JSON value
+// of at most 4 KiB, or nil) in it: like AppendAudit, it is retried only
+// when it surely did not reach the scheduler.
+func (c *Client) DropAudit(ctx context.Context, before uint64, by json.RawMessage) (dropped uint64, err error) {
+	var out api.DropAuditAnswer
+	_, err = c.call(ctx, request{method: http.MethodPost, path: "/v1/audit/drop", retry: retryUnsent},
+		api.DropAuditRequest{Before: before, By: by}, &out)
+	return out.Dropped, err
 }

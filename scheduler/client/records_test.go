@@ -59,6 +59,9 @@ func TestRecordRequests(t *testing.T) {
 	if _, err := c.ListRecords(ctx, "users", "a b"); err != nil {
 		t.Errorf("ListRecords() = %v", err)
 	}
+	if _, next, err := c.ListRecordsPage(ctx, "users", "a b", 10, "cur"); err != nil || next != "" {
+		t.Errorf("ListRecordsPage() = %q, %v; want no next page", next, err)
+	}
 	if e, err := c.AppendAudit(ctx, json.RawMessage(`{"a":1}`)); err != nil || e.Seq != 4 || e.Time.IsZero() {
 		t.Errorf("AppendAudit() = %+v, %v", e, err)
 	}
@@ -72,7 +75,8 @@ func TestRecordRequests(t *testing.T) {
 		`PUT kind=users id=` + odd + `  {"version":1,"value":{"a":1}}`,
 		`GET kind=users id=` + odd + `  `,
 		`DELETE kind=users id=` + odd + ` version=2 `,
-		`GET /v1/records/users prefix=a+b `,
+		`GET /v1/records/users limit=1000&prefix=a+b `,
+		`GET /v1/records/users cursor=cur&limit=10&prefix=a+b `,
 		`POST /v1/audit  {"entry":{"a":1}}`,
 		`GET /v1/audit after=3 `,
 		`GET /v1/audit after=0&limit=10 `,
@@ -149,5 +153,48 @@ func TestAppendAuditNotRetried(t *testing.T) {
 	calls.Store(0)
 	if _, err := c.PutRecord(t.Context(), "users", "u1", 1, json.RawMessage(`{}`)); !IsCode(err, api.CodeUnavailable) || calls.Load() < 2 {
 		t.Errorf("PutRecord() = %v after %d calls, want retries", err, calls.Load())
+	}
+}
+
+// TestListPages checks that the list methods follow X-Next-Cursor page
+// after page, and that the page methods return it.
+func TestListPages(t *testing.T) {
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries = append(queries, r.URL.Path+"?"+r.URL.RawQuery)
+		switch r.URL.Query().Get("cursor") {
+		case "":
+			w.Header().Set(NextCursorHeader, "p2")
+			w.Write([]byte(`[{"id":"s1"},{"id":"s2"}]`))
+		case "p2":
+			w.Header().Set(NextCursorHeader, "p3")
+			w.Write([]byte(`[{"id":"s3"}]`))
+		default:
+			w.Write([]byte(`[{"id":"s4"}]`))
+		}
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, Options{RetryFor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := c.Steps(t.Context(), StepFilter{State: "exited"})
+	var ids []string
+	for _, s := range steps {
+		ids = append(ids, s.ID)
+	}
+	if err != nil || !cmp.Equal(ids, []string{"s1", "s2", "s3", "s4"}) {
+		t.Errorf("Steps() = %v, %v; want s1 to s4 from three pages", ids, err)
+	}
+	page, next, err := c.StepsPage(t.Context(), "", "n1", 2, "")
+	if err != nil || len(page) != 2 || next != "p2" {
+		t.Errorf("StepsPage() = %d steps, next %q, %v; want 2 and p2", len(page), next, err)
+	}
+	want := []string{
+		"/v1/steps?limit=1000&state=exited", "/v1/steps?cursor=p2&limit=1000&state=exited", "/v1/steps?cursor=p3&limit=1000&state=exited",
+		"/v1/steps?limit=2&node=n1",
+	}
+	if diff := cmp.Diff(want, queries); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }

@@ -64,6 +64,8 @@ export interface RunStep {
   phases?: Phases;
   cancel?: Cancel | null;
   events?: StepEvent[] | null;
+  /** events_omitted counts older events an ended step no longer keeps. */
+  events_omitted?: number;
   denied?: Record<string, number> | null;
   files_changed?: FilesChanged | null;
   retry?: string;
@@ -138,6 +140,31 @@ export function setUnauthorizedHandler(fn: () => void): void {
  * rewritten to say what to check.
  */
 export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  return (await request<T>(method, path, body)).data;
+}
+
+/**
+ * callPages reads a paginated list (docs/GATEWAY.md, "Lists"): it follows
+ * the X-Next-Cursor header of each page until there is none, `want` items
+ * are read, or `maxPages` pages were. A filtered page may hold fewer items
+ * than its limit, even none, and still have a next cursor.
+ */
+export async function callPages<T>(path: string, opts: { want?: number; maxPages?: number } = {}): Promise<T[]> {
+  const want = opts.want ?? Infinity;
+  const maxPages = opts.maxPages ?? 10;
+  const out: T[] = [];
+  let cursor = "";
+  for (let page = 0; page < maxPages; page++) {
+    const sep = path.includes("?") ? "&" : "?";
+    const { data, next } = await request<T[] | null>("GET", cursor ? `${path}${sep}cursor=${encodeURIComponent(cursor)}` : path);
+    out.push(...(data ?? []));
+    if (!next || out.length >= want) break;
+    cursor = next;
+  }
+  return out;
+}
+
+async function request<T>(method: string, path: string, body?: unknown): Promise<{ data: T; next: string }> {
   const headers: Record<string, string> = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (method !== "GET" && method !== "HEAD" && csrfToken) headers["X-CSRF-Token"] = csrfToken;
@@ -153,7 +180,7 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
   } catch (err) {
     throw new ApiError(0, "unreachable", `cannot reach the gateway (${String(err)}); check that it is running`);
   }
-  if (res.status === 204) return undefined as T;
+  if (res.status === 204) return { data: undefined as T, next: "" };
   const text = await res.text();
   let data: unknown;
   try {
@@ -171,7 +198,7 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
     throw err;
   }
   if (data === undefined && text) throw new ApiError(res.status, "bad_answer", `${method} ${path}: answer is not JSON`);
-  return data as T;
+  return { data: data as T, next: res.headers.get("X-Next-Cursor") ?? "" };
 }
 
 /** errorText is the message to show for any thrown value. */

@@ -1,6 +1,6 @@
 // The operations list, the new-run form and the "open shell" button.
 
-import { call, errorText, type Operation, type StepSpec, type Workspace } from "./api";
+import { call, callPages, errorText, type Operation, type StepSpec, type Workspace } from "./api";
 import { splitArgs } from "./args";
 import { h, replace, setText } from "./dom";
 import { dateTime } from "./format";
@@ -8,6 +8,8 @@ import type { Page } from "./page";
 import { rememberTTY } from "./tty";
 
 const refreshEvery = 3000;
+/** listLimit is how many of the newest runs the list shows. */
+const listLimit = 100;
 const runStates = ["running", "succeeded", "failed", "cancelled"];
 
 /** runsPage shows the list; open navigates to a run. */
@@ -137,9 +139,10 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
     const q = new URLSearchParams();
     if (filterWorkspace.value) q.set("workspace", filterWorkspace.value);
     if (filterState.value) q.set("state", filterState.value);
-    const qs = q.toString();
+    q.set("limit", String(listLimit));
     try {
-      const ops = (await call<Operation[] | null>("GET", "/v1/runs" + (qs ? "?" + qs : ""))) ?? [];
+      // The newest runs: a filtered page may hold few, so read on a little.
+      const ops = (await callPages<Operation>("/v1/runs?" + q.toString(), { want: listLimit, maxPages: 5 })).slice(0, listLimit);
       if (disposed || mine !== generation) return;
       replace(tbody, ops.map(row));
       empty.hidden = ops.length > 0;
@@ -200,7 +203,8 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
 
   void (async () => {
     try {
-      workspaces = (await call<Workspace[] | null>("GET", "/v1/workspaces")) ?? [];
+      workspaces = await callPages<Workspace>("/v1/workspaces?limit=1000");
+      workspaces.sort((a, b) => a.name.localeCompare(b.name));
       if (disposed) return;
       fillWorkspaces();
     } catch (err) {

@@ -132,6 +132,12 @@ export class StepStream {
       if (this.ws !== ws) return;
       this.ws = undefined;
       const why = ev.reason ? `${ev.code} ${ev.reason}` : `code ${ev.code}`;
+      // 4401/4403: the gateway's re-check refused the caller (signed out,
+      // member changed or removed, key deleted): reconnecting cannot help.
+      if (ev.code === 4401 || ev.code === 4403) {
+        this.finish("unavailable", `stream closed (${why})`);
+        return;
+      }
       this.dropped(`stream closed (${why})`);
     };
     // onerror is always followed by onclose, which decides.

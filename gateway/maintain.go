@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+)
+
+// maintainBudget bounds the records one maintenance pass deletes of each
+// kind: the rest waits for the next pass.
+const maintainBudget = 1000
+
+// MaintainResult is what one maintenance pass removed.
+type MaintainResult struct {
+	// Runs counts the run records deleted past retention.
+	Runs int
+	// Signins counts the expired sign-in records deleted.
+	Signins int
+	// QuotaCounts counts the runs uncounted from quota counters they no
+	// longer belonged in.
+	QuotaCounts int
+}
+
+// Maintain runs one maintenance pass: run records past Config.RunRetention
+// are deleted with their index entries (a run not settled yet is kept),
+// expired sign-ins are deleted, and quota counters are reconciled with the
+// runs. Every gateway runs it (Serve, every MaintenanceInterval); every
+// deletion is a compare-and-set on the version just read, so gateways
+// racing delete each record once, and a pass cut short is taken up by the
+// next one.
+func (g *Gateway) Maintain(ctx context.Context) (MaintainResult, error) {
+	start := time.Now()
+	var res MaintainResult
+	var errs []error
+	n, err := g.expireRuns(ctx)
+	res.Runs = n
+	errs = append(errs, err)
+	n, err = g.expireSignins(ctx)
+	res.Signins = n
+	errs = append(errs, err)
+	n, err = g.reconcileQuotas(ctx)
+	res.QuotaCounts = n
+	errs = append(errs, err)
+	err = errors.Join(errs...)
+
+	m := g.metrics
+	m.maintDuration.Observe(time.Since(start).Seconds())
+	m.maintDeleted.WithLabelValues("runs").Add(float64(res.Runs))
+	m.maintDeleted.WithLabelValues("signins").Add(float64(res.Signins))
+	m.maintDeleted.WithLabelValues("quota_counts").Add(float64(res.QuotaCounts))
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.maintPasses.WithLabelValues(result).Inc()
+	return res, err
+}
+
+// maintainLoop runs Maintain every MaintenanceInterval until ctx ends.
+func (g *Gateway) maintainLoop(ctx context.Context) {
+	t := time.NewTicker(g.cfg.MaintenanceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := g.Maintain(ctx)
+		if err != nil && ctx.Err() == nil {
+			g.log.Warn("maintenance pass", "error", err)
+		}
+		if res != (MaintainResult{}) {
+			g.log.Info("maintenance pass", "runs_deleted", res.Runs, "signins_deleted", res.Signins, "quota_counts_removed", res.QuotaCounts)
+		}
+	}
+}
+
+// expireRuns deletes the runs created before the retention, oldest first,
+// reading the retention index (kind run_expiry, oldest first) until an
+// entry is younger. The run record goes first, then its workspace index
+// entry, then its retention entry: a pass cut short leaves the retention
+// entry, and the next pass finishes the job.
+func (g *Gateway) expireRuns(ctx context.Context) (int, error) {
+	cutoff := g.now().Add(-g.cfg.RunRetention)
+	deleted, seen := 0, 0
+	cursor := ""
+	for seen < maintainBudget {
+		recs, next, err := g.store.ListRecordsPage(ctx, kindRunExpiry, "", min(defaultPageLimit, maintainBudget-seen), cursor)
+		if err != nil {
+			return deleted, err
+		}
+		entries, err := decodeRecords[runIndexRecord](kindRunExpiry, recs)
+		if err != nil {
+			return deleted, err
+		}
+		for _, e := range entries {
+			seen++
+			if !e.Value.CreatedAt.Before(cutoff) {
+				return deleted, nil
+			}
+			done, err := g.expireRun(ctx, e)
+			if err != nil {
+				return deleted, err
+			}
+			if done {
+				deleted++
+			}
+		}
+		if next == "" || next == cursor || len(recs) == 0 {
+			break
+		}
+		cursor = next
+	}
+	return deleted, nil
+}
+
+// expireRun deletes the run of retention entry e and its index entries,
+// unless the run is not settled yet (or another gateway is changing it).
+func (g *Gateway) expireRun(ctx context.Context, e versioned[runIndexRecord]) (bool, error) {
+	_, runID, ok := strings.Cut(e.ID, ".")
+	if !ok {
+		return false, nil
+	}
+	if _, err := g.store.GetRecord(ctx, kindRunLive, runID); err == nil || !IsNotFound(err) {
+		return false, err // the Driver still has work on it
+	}
+	var run runRecord
+	version, err := getRecord(ctx, g.store, kindRun, runID, &run)
+	switch {
+	case err == nil:
+		if !run.settled() {
+			return false, nil
+		}
+		if err := g.store.DeleteRecord(ctx, kindRun, runID, version); err != nil {
+			if IsConflict(err) || IsNotFound(err) {
+				return false, nil // changed meanwhile, or another gateway's pass
+			}
+			return false, err
+		}
+	case !IsNotFound(err):
+		return false, err
+	}
+	if err := deleteAny(ctx, g.store, kindRunWS, wsIndexID(e.Value.Workspace, runID)); err != nil {
+		return false, err
+	}
+	if err := g.store.DeleteRecord(ctx, kindRunExpiry, e.ID, e.Version); err != nil {
+		if IsNotFound(err) || IsConflict(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// deleteAny deletes record kind/id at whatever version it has: for
+// entries that never change once written.
+func deleteAny(ctx context.Context, s Store, kind, id string) error {
+	rec, err := s.GetRecord(ctx, kind, id)
+	if err == nil {
+		err = s.DeleteRecord(ctx, kind, id, rec.Version)
+	}
+	if err != nil && !IsNotFound(err) && !IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// expireSignins deletes expired sign-in records, a page at a time, going
+// on where the last pass stopped (sign-ins are keyed by digest, in no
+// order of time).
+func (g *Gateway) expireSignins(ctx context.Context) (int, error) {
+	now := g.now()
+	deleted, seen := 0, 0
+	g.maintMu.Lock()
+	cursor := g.signinCursor
+	g.maintMu.Unlock()
+	defer func() {
+		g.maintMu.Lock()
+		g.signinCursor = cursor
+		g.maintMu.Unlock()
+	}()
+	for seen < maintainBudget {
+		recs, next, err := g.store.ListRecordsPage(ctx, kindSignin, "", min(defaultPageLimit, maintainBudget-seen), cursor)
+		if err != nil {
+			return deleted, err
+		}
+		seen += len(recs)
+		sessions, err := decodeRecords[signinRecord](kindSignin, recs)
+		if err != nil {
+			return deleted, err
+		}
+		for _, s := range sessions {
+			if now.Before(s.Value.ExpiresAt) {
+				continue
+			}
+			if err := g.store.DeleteRecord(ctx, kindSignin, s.ID, s.Version); err != nil {
+				if IsNotFound(err) || IsConflict(err) {
+					continue
+				}
+				return deleted, err
+			}
+			deleted++
+		}
+		if next == "" || next == cursor || len(recs) == 0 {
+			cursor = "" // start over next pass
+			break
+		}
+		cursor = next
+	}
+	return deleted, nil
+}
