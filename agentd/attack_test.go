@@ -267,6 +267,13 @@ func TestAttackSurvivingProcess(t *testing.T) {
 	}
 	sched.cancel("bg-2")
 	sched.waitFor(t, "cleanup of bg-2", func() bool { return sched.reports[len(sched.reports)-1] == "cleaned up" })
+	// A normal step after them.
+	spec.Args = []string{"sh", "-c", "cat started"}
+	sched.assign(cluster.Step{ID: "ok-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
+	sched.waitFor(t, "cleanup of ok-1", func() bool {
+		_, ok := sched.exits["ok-1"]
+		return ok && sched.reports[len(sched.reports)-1] == "cleaned up"
+	})
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -276,7 +283,8 @@ func TestAttackSurvivingProcess(t *testing.T) {
 		}
 	}
 	want := []string{"register ready", "phase starting", "phase running", "exit 0 exit", "cleaned up",
-		"phase starting", "phase running", "cancel requested", "exit 137 user", "cancel confirmed", "cleaned up"}
+		"phase starting", "phase running", "cancel requested", "exit 137 user", "cancel confirmed", "cleaned up",
+		"phase starting", "phase running", "exit 0 exit", "cleaned up"}
 	if fmt.Sprint(sched.reports) != fmt.Sprint(want) {
 		t.Errorf("reports = %q, want %q", sched.reports, want)
 	}
