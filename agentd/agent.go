@@ -138,6 +138,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	} else if len(removed) > 0 {
 		a.logger.Info("removed sandbox networks left by an earlier agent", "removed", removed)
 	}
+	if removed, err := a.rt.SweepWorkspaces(ctx); err != nil {
+		a.logger.Warn("sweep workspace filesystems", "error", err)
+	} else if len(removed) > 0 {
+		a.logger.Info("removed workspace filesystems of sandboxes an earlier agent did not finish destroying", "removed", removed)
+	}
 	if removed, err := treecopy.SweepStaging(a.cfg.WorkspaceRoot); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		a.logger.Warn("sweep workspace staging directories", "error", err)
 	} else if len(removed) > 0 {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -156,4 +157,63 @@ func unmountWorkspace(dir string) error {
 		return fmt.Errorf("remove workspace image: %w", err)
 	}
 	return nil
+}
+
+// SweepWorkspaces unmounts and removes the workspace filesystems in the
+// data directory whose sandbox containerd no longer has (an agent killed
+// while it destroyed the sandbox), and returns their ids. A sandbox being
+// created has its container before its filesystem, so none of its is
+// taken.
+func (r *Runtime) SweepWorkspaces(ctx context.Context) ([]string, error) {
+	imgs, err := filepath.Glob(filepath.Join(workspacesDir(r.cfg), "*.img"))
+	if err != nil {
+		return nil, err
+	}
+	mounted, err := mountedUnder(workspacesDir(r.cfg))
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, img := range imgs {
+		ids[strings.TrimSuffix(filepath.Base(img), ".img")] = true
+	}
+	for _, m := range mounted {
+		ids[filepath.Base(m)] = true
+	}
+	ctx = r.nsCtx(ctx)
+	var removed []string
+	var errs []error
+	for id := range ids {
+		if _, err := r.client.LoadContainer(ctx, id); err == nil || !errdefs.IsNotFound(err) {
+			continue // its sandbox exists (or containerd did not say)
+		}
+		dir := filepath.Join(workspacesDir(r.cfg), id)
+		if err := unmountWorkspace(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove workspace copy: %w", err))
+			continue
+		}
+		removed = append(removed, id)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// mountedUnder lists the mount points directly in dir.
+func mountedUnder(dir string) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		// Mount points with spaces are escaped (\040); ours have none.
+		if len(f) > 4 && filepath.Dir(f[4]) == dir {
+			out = append(out, f[4])
+		}
+	}
+	return out, nil
 }

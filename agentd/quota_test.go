@@ -150,3 +150,32 @@ func BenchmarkWorkspaceFS(b *testing.B) {
 		})
 	}
 }
+
+// TestSweepWorkspaces: a workspace filesystem whose sandbox containerd no
+// longer has (its agent was killed while destroying it) is unmounted and
+// removed by the sweep; that of a sandbox that exists is left alone.
+func TestSweepWorkspaces(t *testing.T) {
+	rt := newTestRuntime(t)
+	leak := filepath.Join(workspacesDir(rt.cfg), "leak-1")
+	if err := os.Mkdir(leak, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountWorkspace(t.Context(), leak, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := rt.Create(t.Context(), newStep(t, "true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(t.Context())
+	removed, err := rt.SweepWorkspaces(t.Context())
+	if err != nil || len(removed) != 1 || removed[0] != "leak-1" {
+		t.Errorf("SweepWorkspaces() = %v, %v; want [leak-1]", removed, err)
+	}
+	if _, err := os.Stat(leak); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leaked workspace still there (stat: %v)", err)
+	}
+	if m, _ := mountedUnder(workspacesDir(rt.cfg)); len(m) != 1 || filepath.Base(m[0]) != sb.ID() {
+		t.Errorf("mounted after the sweep: %v, want only the live sandbox %s", m, sb.ID())
+	}
+}

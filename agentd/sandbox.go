@@ -338,8 +338,9 @@ func (s *Sandbox) ReadBack() (treecopy.Changes, error) {
 }
 
 // Destroy tears the sandbox down: it quiesces it (if not done yet), then
-// deletes the container and its snapshot, its network, and the workspace
-// filesystem and copy. It is safe on a partly created sandbox and returns
+// unmounts and removes its workspace filesystem, and deletes the container
+// and its snapshot (kept if the filesystem could not be unmounted, for a
+// later Destroy), its network and its directories. It is safe on a partly created sandbox and returns
 // the first error after trying every part.
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	ctx = s.rt.nsCtx(ctx)
@@ -347,7 +348,23 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	if err := s.Quiesce(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if s.container != nil {
+	// The workspace filesystem goes before the container: the container
+	// is how an agent started after a crash finds the sandbox again, so
+	// while it exists its filesystem is not lost (SweepWorkspaces removes
+	// those it finds without one).
+	unmounted := true
+	if s.wsDir != "" {
+		err := unmountWorkspace(s.wsDir)
+		errs = append(errs, err)
+		unmounted = err == nil
+		if s.wsMounted && unmounted {
+			s.rt.mu.Lock()
+			delete(s.rt.images, imagePath(s.wsDir))
+			s.rt.mu.Unlock()
+			s.wsMounted = false
+		}
+	}
+	if s.container != nil && unmounted {
 		if err := s.container.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete sandbox container: %w", err))
 		}
@@ -359,19 +376,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		errs = append(errs, s.removeCgroups())
 	}
 	errs = append(errs, s.teardownNetwork(ctx))
-	if s.wsDir != "" {
-		err := unmountWorkspace(s.wsDir)
-		errs = append(errs, err)
-		if s.wsMounted && err == nil {
-			s.rt.mu.Lock()
-			delete(s.rt.images, imagePath(s.wsDir))
-			s.rt.mu.Unlock()
-			s.wsMounted = false
-		}
-	}
 	for _, d := range []string{s.wsDir, s.ctlDir} {
-		if d == "" {
-			continue
+		if d == "" || d == s.wsDir && !unmounted {
+			continue // never remove what a mounted filesystem holds
 		}
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))

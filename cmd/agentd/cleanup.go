@@ -44,6 +44,12 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		fmt.Fprintf(stderr, "agentd cleanup: %v\n", err)
 		failed++
 	}
+	if removed, err := rt.SweepWorkspaces(ctx); err != nil {
+		fmt.Fprintf(stderr, "agentd cleanup: sweep workspace filesystems: %v\n", err)
+		failed++
+	} else if len(removed) > 0 {
+		fmt.Fprintf(stdout, "removed workspace filesystems %s\n", strings.Join(removed, " "))
+	}
 	if removed, err := rt.SweepNetworks(ctx); err != nil {
 		fmt.Fprintf(stderr, "agentd cleanup: sweep sandbox networks: %v\n", err)
 		failed++

@@ -148,6 +148,9 @@ func sweepOrphans(ctx context.Context, rt *agentd.Runtime, logger interface {
 	if _, err := rt.SweepLeases(ctx); err != nil {
 		logger.Warn("sweep create leases of dead agents", "error", err)
 	}
+	if _, err := rt.SweepWorkspaces(ctx); err != nil {
+		logger.Warn("sweep workspace filesystems of dead agents", "error", err)
+	}
 	orphans, err := rt.Orphans(ctx)
 	if err != nil {
 		logger.Warn("look for orphaned sandboxes", "error", err)
