@@ -7,8 +7,14 @@
 // so gVisor's fast-exit race cannot misreport its exit code, and the pod is
 // destroyed with everything the step left behind once the step has exited.
 //
+// Every sandbox's /workspace is a filesystem of its own, of the step's
+// workspace size (quota.go), and the step's limits always have a value
+// (cluster.DefaultLimits for what a step leaves zero).
+//
 // Call order on a Runtime: New, then Create for a Sandbox, Sandbox.Start,
-// Sandbox.Wait, and always Sandbox.Destroy. Runtime.Run does all of it for one
+// Sandbox.Wait, Sandbox.Quiesce (nothing of the sandbox runs any more),
+// Sandbox.ReadBack of the workspace, and always Sandbox.Destroy. The exit
+// is reported only after the read-back. Runtime.Run does all of it for one
 // step. Orphans finds sandboxes left by an agent that died.
 package agentd
 
