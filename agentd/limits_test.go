@@ -35,7 +35,7 @@ func TestStepLimits(t *testing.T) {
 		{"default timeout past the node's", cluster.StepSpec{Pids: 50}, max, cluster.Limits{}, "step limit timeout 1h0m0s exceeds this node's maximum of 1m0s (agentd serve --max-timeout)"},
 		{"workspace", cluster.StepSpec{WorkspaceBytes: 65<<30 + 1}, cluster.MaxLimits, cluster.Limits{}, "--max-workspace"},
 		{"output", cluster.StepSpec{OutputBytes: 2 << 30}, cluster.MaxLimits, cluster.Limits{}, "--max-output"},
-		{"below the minimum", cluster.StepSpec{Pids: 3}, cluster.MaxLimits, cluster.Limits{}, "step limit pids 3: want 16 to 8192"},
+		{"below the minimum", cluster.StepSpec{Pids: 3}, cluster.MaxLimits, cluster.Limits{}, "step limit pids 3: want 16 to 4096"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := stepLimits(tt.spec, tt.max)

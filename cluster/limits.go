@@ -29,9 +29,11 @@ var DefaultLimits = Limits{Pids: 1024, Timeout: time.Hour, WorkspaceBytes: 1 << 
 
 // MaxLimits are the largest limits any step may have, whatever a node
 // offers (a node's operator may set lower maxima for the node). Pids stays
-// well under the kernel's pid_max of these machines (32768), since gVisor's
-// systrap maps guest processes to host ones.
-var MaxLimits = Limits{Pids: 8192, Timeout: 24 * time.Hour, WorkspaceBytes: 64 << 30, OutputBytes: 1 << 30}
+// well under the kernel's pid_max of these machines (32768): gVisor's
+// systrap maps guest processes to host tasks (a fork bomb at 1024 peaked at
+// 2,435 host tasks) and the host backstop is 4N+256 (oci.HostPids), so
+// one step at the maximum holds at most about half of the node's pids.
+var MaxLimits = Limits{Pids: 4096, Timeout: 24 * time.Hour, WorkspaceBytes: 64 << 30, OutputBytes: 1 << 30}
 
 // MinLimits are the smallest limits a step may ask for.
 var MinLimits = Limits{Pids: 16, Timeout: time.Second, WorkspaceBytes: 1 << 20, OutputBytes: 64 << 10}

@@ -45,8 +45,12 @@ func runStepView(rs runStepRecord, st *api.Step, known ...string) RunStep {
 	for _, e := range st.Events {
 		switch e.Kind {
 		case eventEgressDenied:
-			if reason, n, ok := parseDenied(e.Message); ok {
-				out.Denied[reason] = n // the last count is the total
+			// The last count is the total. Agents since issue 10 send the
+			// reason and count as fields; older ones only in the message.
+			if e.Reason != "" {
+				out.Denied[e.Reason] = int64(e.Packets)
+			} else if reason, n, ok := parseDenied(e.Message); ok {
+				out.Denied[reason] = n
 			}
 		case eventFilesChanged:
 			// The latest event decides (nil when it cannot be read). Its
@@ -54,7 +58,11 @@ func runStepView(rs runStepRecord, st *api.Step, known ...string) RunStep {
 			// which would take a hex file name for an id.
 			out.FilesChanged, _ = parseFilesChanged(e.Message)
 		}
-		out.Events = append(out.Events, api.Event{Time: e.Time, Kind: e.Kind, Message: Scrub(e.Message, known...)})
+		// The typed fields travel too; a destination can be a node's
+		// address, so it is scrubbed like the message.
+		out.Events = append(out.Events, api.Event{Time: e.Time, Kind: e.Kind, Message: Scrub(e.Message, known...),
+			Reason: e.Reason, Destination: Scrub(e.Destination, known...), Protocol: e.Protocol, Packets: e.Packets,
+			DroppedBytes: e.DroppedBytes})
 	}
 	switch {
 	case !st.Phases.CleanedUp.IsZero():
