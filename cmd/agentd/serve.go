@@ -246,6 +246,9 @@ func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []str
 	lcfg := logstore.DefaultConfig()
 	lcfg.Dir = filepath.Join(f.dataDir, "logs")
 	lcfg.Retention = f.retention
+	// A short retention is kept to closely: sweep at a quarter of it (at
+	// least every second, at most every minute).
+	lcfg.SweepInterval = min(lcfg.SweepInterval, max(time.Second, f.retention/4))
 	lcfg.Budget = int64(f.logBudget)
 	logs, err := logstore.New(lcfg, logger)
 	if err != nil {

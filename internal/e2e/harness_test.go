@@ -135,6 +135,9 @@ type fleet struct {
 	wsRoot     string
 	// nodeTTL is the schedulers' --node-ttl (default 4s).
 	nodeTTL time.Duration
+	// schedArgs and agentArgs are more flags for every scheduler member
+	// and every agent the harness starts.
+	schedArgs, agentArgs []string
 }
 
 func (f *fleet) ttl() string {
@@ -161,6 +164,7 @@ func startSchedulers(t *testing.T, f *fleet, n int) {
 		args := []string{bin + "/scheduler", "serve", "--node-id", id, "--data-dir", t.TempDir(),
 			"--raft-addr", raftAddr, "--http-addr", httpAddr, "--node-ttl", f.ttl()}
 		args = append(args, tlsArgs(t, pki.RoleMember, id)...)
+		args = append(args, f.schedArgs...)
 		if i == 0 {
 			args = append(args, "--bootstrap")
 		} else {
