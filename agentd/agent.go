@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -142,6 +143,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.logger.Warn("sweep workspace filesystems", "error", err)
 	} else if len(removed) > 0 {
 		a.logger.Info("removed workspace filesystems of sandboxes an earlier agent did not finish destroying", "removed", removed)
+	}
+	// The workspace store exists from the start: its file system is
+	// checked against the disk thresholds at every heartbeat.
+	if err := os.MkdirAll(a.cfg.WorkspaceRoot, 0o755); err != nil {
+		return fmt.Errorf("create the workspace root: %w", err)
 	}
 	if removed, err := treecopy.SweepStaging(a.cfg.WorkspaceRoot); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		a.logger.Warn("sweep workspace staging directories", "error", err)
