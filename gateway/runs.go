@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/gateway/relay"
 )
 
@@ -25,7 +26,6 @@ const (
 	maxRunRecord  = 200 << 10
 	defaultCPU    = 1.0
 	defaultMemory = 512 << 20
-	maxTimeout    = 24 * time.Hour
 )
 
 // images are the step images a run may ask for.
@@ -89,8 +89,26 @@ func stepRequest(i int, spec StepSpec) (api.StepRequest, error) {
 		}
 		req.MemoryBytes = n
 	}
-	if t := time.Duration(spec.Timeout); t < 0 || t > maxTimeout {
-		return req, badRequest("field %q: %v: want 0 (none) to %v", field("timeout"), t, maxTimeout)
+	req.Pids = spec.Pids
+	for _, sz := range []struct {
+		name, value string
+		dst         *int64
+	}{{"workspace_size", spec.WorkspaceSize, &req.WorkspaceBytes}, {"output_cap", spec.OutputCap, &req.OutputBytes}} {
+		if sz.value == "" {
+			continue
+		}
+		n, err := parseSize(sz.value)
+		if err != nil {
+			return req, badRequest("field %q: %v", field(sz.name), err)
+		}
+		*sz.dst = n
+	}
+	// The one table of limits decides; zeros are its defaults.
+	lim := cluster.Limits{Pids: req.Pids, Timeout: time.Duration(req.Timeout), WorkspaceBytes: req.WorkspaceBytes, OutputBytes: req.OutputBytes}
+	var le *cluster.LimitError
+	if err := lim.WithDefaults().Check(cluster.MaxLimits); errors.As(err, &le) {
+		name := map[string]string{"pids": "pids", "timeout": "timeout", "workspace_bytes": "workspace_size", "output_bytes": "output_cap"}[le.Field]
+		return req, badRequest("field %q: %s: want %s to %s (absent: the default)", field(name), le.Value, le.Min, le.Max)
 	}
 	return req, nil
 }

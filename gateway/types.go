@@ -107,8 +107,14 @@ type StepSpec struct {
 	Env   []string `json:"env"`
 	CPU   float64  `json:"cpu"`
 	// Memory is a size such as "512Mi" or "1G".
-	Memory     string       `json:"memory"`
-	Timeout    api.Duration `json:"timeout"`
-	NoInternet bool         `json:"no_internet"`
-	TTY        bool         `json:"tty"`
+	Memory string `json:"memory"`
+	// Timeout, Pids, WorkspaceSize (a size such as "2Gi") and OutputCap
+	// (a size) are the step's limits; zero or absent is the default of
+	// the one table (cluster.Limits), which the scheduler fills in.
+	Timeout       api.Duration `json:"timeout"`
+	Pids          int64        `json:"pids,omitempty"`
+	WorkspaceSize string       `json:"workspace_size,omitempty"`
+	OutputCap     string       `json:"output_cap,omitempty"`
+	NoInternet    bool         `json:"no_internet"`
+	TTY           bool         `json:"tty"`
 }
