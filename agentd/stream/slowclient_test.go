@@ -31,7 +31,16 @@ func TestNDJSONClientThatStopsReading(t *testing.T) {
 	// Never read. The handler must give up within WriteWait of its
 	// socket filling up, and its goroutine end, while the connection is
 	// still open on the client's side.
+	// First the handler must have started, or the wait below could end
+	// before it began.
 	deadline := time.Now().Add(5 * time.Second)
+	for !serving() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !serving() {
+		t.Fatal("the stream was not served within 5s")
+	}
+	deadline = time.Now().Add(5 * time.Second)
 	for serving() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
