@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"math"
 	"mime"
 	"net/http"
 	"net/netip"
@@ -117,13 +116,13 @@ func (g *Gateway) handleSignin(c *call) error {
 		return g.signinRefused("bad_origin", forbidden("sign-in from origin %q: only this gateway's site %s may sign in", truncateText(o, 100), g.cfg.Site))
 	}
 	if mt, _, err := mime.ParseMediaType(c.r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return g.signinRefused("bad_content_type", &httpError{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMedia,
-			msg: "sign-in takes Content-Type: application/json"})
+		return g.signinRefused("bad_content_type", &httpError{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMedia,
+			Message: "sign-in takes Content-Type: application/json"})
 	}
 	var req signinRequest
 	if err := decodeBodyMax(c.w, c.r, &req, maxSigninBody); err != nil {
 		result := "malformed"
-		if he, ok := err.(*httpError); ok && he.status == http.StatusRequestEntityTooLarge {
+		if he, ok := err.(*httpError); ok && he.Status == http.StatusRequestEntityTooLarge {
 			result = "too_large"
 		}
 		return g.signinRefused(result, err)
@@ -196,9 +195,9 @@ func (g *Gateway) handleSignin(c *call) error {
 
 // rateLimited is the answer to an attempt over a limit.
 func rateLimited(wait time.Duration) error {
-	return &httpError{status: http.StatusTooManyRequests, code: codeRateLimited,
-		msg:        fmt.Sprintf("too many sign-in attempts: retry in %s", max(wait, time.Second).Round(time.Second)),
-		retryAfter: max(1, int(math.Ceil(wait.Seconds())))}
+	return &httpError{Status: http.StatusTooManyRequests, Code: codeRateLimited,
+		Message:    fmt.Sprintf("too many sign-in attempts: retry in %s", max(wait, time.Second).Round(time.Second)),
+		RetryAfter: max(wait, time.Second)}
 }
 
 // checkPasswordBounded checks password against hash in one of the
@@ -209,8 +208,8 @@ func (g *Gateway) checkPasswordBounded(ctx context.Context, hash, password strin
 	select {
 	case g.hashing <- struct{}{}:
 	case <-t.C:
-		return false, &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
-			msg: "too many sign-ins at once: retry shortly", retryAfter: 1}
+		return false, &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
+			Message: "too many sign-ins at once: retry shortly", RetryAfter: time.Second}
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}

@@ -1,13 +1,10 @@
 package gateway
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
-	"github.com/rodon-compute/rodon/api"
-	"github.com/rodon-compute/rodon/internal/strictjson"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 )
 
 // maxBody is the largest request body accepted.
@@ -27,23 +24,11 @@ func decodeBodyMax(w http.ResponseWriter, r *http.Request, v any, limit int64) e
 }
 
 func decodeLimited(w http.ResponseWriter, r *http.Request, v any, optional bool, limit int64) error {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	err := decodeJSON(body, v, optional)
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return &httpError{status: http.StatusRequestEntityTooLarge, code: api.CodeTooLarge,
-			msg: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
-	}
-	return err
+	return httpapi.Decode(w, r, v, limit, optional, "docs/GATEWAY.md")
 }
 
 // decodeJSON is decodeBody's decoder, without the HTTP limit; it is what
 // the fuzz tests exercise.
 func decodeJSON(r io.Reader, v any, optional bool) error {
-	err := strictjson.Decode(r, v, strictjson.Options{Optional: optional, Docs: "docs/GATEWAY.md"})
-	var e *strictjson.Error
-	if errors.As(err, &e) {
-		return badRequest("%s", e.Msg)
-	}
-	return err
+	return httpapi.DecodeReader(r, v, optional, "docs/GATEWAY.md")
 }

@@ -1,12 +1,13 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -21,39 +22,32 @@ const (
 )
 
 // httpError is an error answer: status, api code and a message for people.
-type httpError struct {
-	status     int
-	code       string
-	msg        string
-	retryAfter int // seconds; 0 for none
-}
-
-func (e *httpError) Error() string { return e.code + ": " + e.msg }
+type httpError = httpapi.Error
 
 func badRequest(format string, args ...any) error {
-	return &httpError{status: http.StatusBadRequest, code: api.CodeBadRequest, msg: fmt.Sprintf(format, args...)}
+	return &httpError{Status: http.StatusBadRequest, Code: api.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
 func notFound(format string, args ...any) error {
-	return &httpError{status: http.StatusNotFound, code: api.CodeNotFound, msg: fmt.Sprintf(format, args...)}
+	return &httpError{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf(format, args...)}
 }
 
 func conflict(format string, args ...any) error {
-	return &httpError{status: http.StatusConflict, code: api.CodeConflict, msg: fmt.Sprintf(format, args...)}
+	return &httpError{Status: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf(format, args...)}
 }
 
 func forbidden(format string, args ...any) error {
-	return &httpError{status: http.StatusForbidden, code: codeForbidden, msg: fmt.Sprintf(format, args...)}
+	return &httpError{Status: http.StatusForbidden, Code: codeForbidden, Message: fmt.Sprintf(format, args...)}
 }
 
 func unauthorized(format string, args ...any) error {
-	return &httpError{status: http.StatusUnauthorized, code: codeUnauthorized, msg: fmt.Sprintf(format, args...)}
+	return &httpError{Status: http.StatusUnauthorized, Code: codeUnauthorized, Message: fmt.Sprintf(format, args...)}
 }
 
 // errUnavailable is the answer when the scheduler cannot be reached or
 // has no leader.
-var errUnavailable = &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
-	msg: "the scheduler is not answering now; retry shortly", retryAfter: 1}
+var errUnavailable = &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
+	Message: "the scheduler is not answering now; retry shortly", RetryAfter: time.Second}
 
 // asHTTPError turns err into the answer to send. Errors of the scheduler
 // are not passed through (their messages may name nodes): unavailability
@@ -67,24 +61,10 @@ func asHTTPError(err error) (he *httpError, internal bool) {
 	if errors.As(err, &ce) && (ce.Code == api.CodeNoLeader || ce.Code == api.CodeUnavailable) {
 		return errUnavailable, false
 	}
-	return &httpError{status: http.StatusInternalServerError, code: api.CodeInternal,
-		msg: "internal error; the gateway's log has the details"}, true
+	return &httpError{Status: http.StatusInternalServerError, Code: api.CodeInternal,
+		Message: "internal error; the gateway's log has the details"}, true
 }
 
-func writeError(w http.ResponseWriter, he *httpError) {
-	if he.retryAfter > 0 {
-		w.Header().Set("Retry-After", fmt.Sprint(he.retryAfter))
-	}
-	writeJSON(w, he.status, api.NewError(he.code, he.msg))
-}
+func writeError(w http.ResponseWriter, he *httpError) { httpapi.WriteError(w, he) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b, _ = json.Marshal(api.NewError(api.CodeInternal, "encode answer: "+err.Error()))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }

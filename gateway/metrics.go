@@ -2,12 +2,12 @@ package gateway
 
 import (
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rodon-compute/rodon/internal/httpapi"
 )
 
 // metrics are the gateway's Prometheus metrics, in a registry of its own
@@ -81,44 +81,7 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// statusWriter remembers the status written through it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController (and websocket upgrades) reach the
-// connection.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // instrument counts the requests h answers by route pattern and code.
 func (m *metrics) instrument(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		h.ServeHTTP(sw, r)
-		route := r.Pattern
-		if route == "" {
-			route = "none"
-		}
-		if sw.status == 0 {
-			sw.status = http.StatusOK
-		}
-		m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
-		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	})
+	return httpapi.Instrument(h, m.requests, m.duration)
 }

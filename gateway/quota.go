@@ -60,7 +60,7 @@ func (q Quotas) Check() error {
 
 // quotaRetryAfter is the Retry-After of a quota refusal: runs end on
 // their own time, so this is a polite poll interval.
-const quotaRetryAfter = 10
+const quotaRetryAfter = 10 * time.Second
 
 // quotaRecord counts one workspace's or principal's live runs (kind
 // "quota", id "ws.WS" or "by.ACTOR"): the ids, so that a counter left
@@ -74,8 +74,8 @@ func byQuotaID(actor string) string { return "by." + actor }
 
 // quotaExceeded is the refusal of a run over a quota.
 func quotaExceeded(format string, args ...any) error {
-	return &httpError{status: http.StatusTooManyRequests, code: api.CodeQuotaExceeded,
-		msg: fmt.Sprintf(format, args...), retryAfter: quotaRetryAfter}
+	return &httpError{Status: http.StatusTooManyRequests, Code: api.CodeQuotaExceeded,
+		Message: fmt.Sprintf(format, args...), RetryAfter: quotaRetryAfter}
 }
 
 // admit checks run against the quotas and counts it as live in its

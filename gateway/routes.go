@@ -3,12 +3,11 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
 
-	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 )
 
 // route is one API route and what it takes.
@@ -77,7 +76,7 @@ func (g *Gateway) buildHandler() http.Handler {
 	}
 	mux.HandleFunc("GET /healthz", g.handleHealth)
 	mux.Handle("GET /metrics", g.metrics.handler())
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) { httpapi.NoRoute(mux, w, r, "docs/GATEWAY.md") })
 	mux.Handle("/", g.pageHandler())
 	return securityHeaders(g.deadlines(g.metrics.instrument(mux)))
 }
@@ -125,7 +124,7 @@ func (g *Gateway) serveRoute(rt route) http.Handler {
 				g.log.Error("request failed", "route", rt.pattern, "path", r.URL.Path, "error", err)
 			}
 			writeError(w, he)
-			result = he.code
+			result = he.Code
 		}
 		// A write by an unknown caller is not audited (anyone could fill
 		// the log), but for sign-in attempts on an existing account,
@@ -248,29 +247,6 @@ func clientAddr(r *http.Request) netip.Addr {
 		return netip.Addr{}
 	}
 	return ap.Addr().Unmap()
-}
-
-// noRoute answers an API request no pattern matched: 405 with Allow when
-// the path exists for other methods, else 404.
-func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
-	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
-		if m == r.Method {
-			continue
-		}
-		probe := r.Clone(r.Context())
-		probe.Method = m
-		if _, pattern := mux.Handler(probe); pattern != "" && !strings.HasSuffix(pattern, "/") {
-			allow = append(allow, m)
-		}
-	}
-	if len(allow) > 0 {
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: api.CodeMethodNotAllowed,
-			msg: fmt.Sprintf("%s %s: method not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
-		return
-	}
-	writeError(w, notFound("no route %s %s: see docs/GATEWAY.md", r.Method, r.URL.Path).(*httpError))
 }
 
 func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {

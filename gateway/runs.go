@@ -472,7 +472,7 @@ func (g *Gateway) getStep(c *call, id string) (runRecord, runStepRecord, error) 
 	}
 	run, _, err := g.getRun(c, runID)
 	c.target = id
-	if he, ok := err.(*httpError); ok && he.code == api.CodeNotFound || err == nil && index >= len(run.Steps) {
+	if he, ok := err.(*httpError); ok && he.Code == api.CodeNotFound || err == nil && index >= len(run.Steps) {
 		return run, runStepRecord{}, notFound("no step %s", id)
 	}
 	if err != nil {
@@ -508,8 +508,8 @@ func (g *Gateway) handleStream(c *call) error {
 		return conflict("step %s has not started (%s): its stream opens once it is submitted", rs.ID, runStepView(rs, nil).State)
 	}
 	if g.cfg.Stream == nil {
-		return &httpError{status: http.StatusNotImplemented, code: "not_implemented",
-			msg: "this gateway has no stream relay; read the step with GET /v1/steps/{id}"}
+		return &httpError{Status: http.StatusNotImplemented, Code: "not_implemented",
+			Message: "this gateway has no stream relay; read the step with GET /v1/steps/{id}"}
 	}
 	if err := g.awaitNode(c.r.Context(), rs.ID); err != nil {
 		return err
@@ -540,9 +540,9 @@ func (g *Gateway) recheck(ctx context.Context, r *http.Request, ws string, inter
 	p, err := g.authenticate(ctx, r)
 	var he *httpError
 	switch {
-	case errors.As(err, &he) && he.status == http.StatusUnauthorized:
+	case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
 		g.metrics.streamsRevoked.Inc()
-		return &relay.Revoked{Code: relay.CloseUnauthorized, Reason: he.msg}
+		return &relay.Revoked{Code: relay.CloseUnauthorized, Reason: he.Message}
 	case err != nil:
 		return err
 	case p == nil:

@@ -290,8 +290,8 @@ func peekBody(w http.ResponseWriter, r *http.Request, v any) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return &httpError{status: http.StatusRequestEntityTooLarge, code: api.CodeTooLarge,
-			msg: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+		return &httpError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
+			Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
 	case err != nil:
 		return badRequest("read request body: %v", err)
 	}
@@ -318,7 +318,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, pattern string, 
 	s.metrics.forbidden.WithLabelValues(role, pattern).Inc()
 	s.logger.Warn("request refused", "identity", fe.id.String(), "route", pattern, "path", r.URL.Path,
 		"remote", r.RemoteAddr, "reason", fe.msg)
-	writeError(w, &httpError{status: http.StatusForbidden, code: api.CodeForbidden, msg: fe.msg})
+	writeError(w, &httpError{Status: http.StatusForbidden, Code: api.CodeForbidden, Message: fe.msg})
 }
 
 func joinRoles(roles []pki.Role) string {

@@ -26,8 +26,8 @@ const maxEnvKey = 64 << 10
 // format, to a member.
 func (s *Server) handleEnvKey(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.TLS == nil {
-		return &httpError{status: http.StatusForbidden, code: api.CodeForbidden,
-			msg: "the env key is served only over mutual TLS to members; this member runs in plaintext mode"}
+		return &httpError{Status: http.StatusForbidden, Code: api.CodeForbidden,
+			Message: "the env key is served only over mutual TLS to members; this member runs in plaintext mode"}
 	}
 	data, err := s.envKey.Export()
 	if err != nil {

@@ -70,8 +70,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 				writeError(w, noLeader("cannot reach the leader %s at %s: %v; retry shortly", id, m.HTTPAddress, err))
 				return
 			}
-			writeError(w, &httpError{status: http.StatusBadGateway, code: api.CodeUnavailable,
-				msg: fmt.Sprintf("forward to the leader %s at %s: %v; the change may have been applied: read it back before retrying",
+			writeError(w, &httpError{Status: http.StatusBadGateway, Code: api.CodeUnavailable,
+				Message: fmt.Sprintf("forward to the leader %s at %s: %v; the change may have been applied: read it back before retrying",
 					id, m.HTTPAddress, err)})
 		},
 	}

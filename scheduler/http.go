@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 )
 
 // IndexHeader carries the state index an answer was read at.
@@ -73,25 +73,7 @@ func (s *Server) routes() http.Handler {
 // noRoute answers a request no pattern matched: 405 with Allow when the
 // path exists for other methods, else 404.
 func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
-	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
-		if m == r.Method {
-			continue
-		}
-		probe := r.Clone(r.Context())
-		probe.Method = m
-		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
-			allow = append(allow, m)
-		}
-	}
-	if len(allow) > 0 {
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: api.CodeMethodNotAllowed,
-			msg: fmt.Sprintf("%s %s: method not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
-		return
-	}
-	writeError(w, &httpError{status: http.StatusNotFound, code: api.CodeNotFound,
-		msg: fmt.Sprintf("no route %s %s: see docs/PROTOCOL.md", r.Method, r.URL.Path)})
+	httpapi.NoRoute(mux, w, r, "docs/PROTOCOL.md")
 }
 
 // handlerFunc is an API handler: it writes a success itself or returns an
@@ -165,22 +147,22 @@ func (s *Server) catchUp(ctx context.Context) *httpError {
 	if s.raft.IsLeader() {
 		target = s.raft.CommitIndex()
 		if err := s.raft.VerifyLeader(ctx); err != nil {
-			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNoLeader,
-				msg: "cannot confirm leadership for a consistent read: " + err.Error(), retryAfter: time.Second}
+			return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeNoLeader,
+				Message: "cannot confirm leadership for a consistent read: " + err.Error(), RetryAfter: time.Second}
 		}
 	} else {
 		h, err := s.leaderReadIndex(ctx)
 		if err != nil {
-			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNoLeader,
-				msg: "cannot learn the leader's commit index for a consistent read: " + err.Error(), retryAfter: time.Second}
+			return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeNoLeader,
+				Message: "cannot learn the leader's commit index for a consistent read: " + err.Error(), RetryAfter: time.Second}
 		}
 		target, stateTarget = h.CommitIndex, h.StateIndex
 	}
 	st := s.fsm.State()
 	for s.raft.AppliedIndex() < target || st.Index() < stateTarget {
 		if ctx.Err() != nil {
-			return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
-				msg: fmt.Sprintf("this member has applied index %d of %d; try again", s.raft.AppliedIndex(), target), retryAfter: time.Second}
+			return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
+				Message: fmt.Sprintf("this member has applied index %d of %d; try again", s.raft.AppliedIndex(), target), RetryAfter: time.Second}
 		}
 		// Raft's own entries (no-ops, configurations) do not reach the
 		// state, so do not wake WaitIndex: look again after a while.
@@ -204,31 +186,24 @@ func (s *Server) leaderReadIndex(ctx context.Context) (api.Health, error) {
 	return s.askHealth(ctx, m.HTTPAddress, "?read-index")
 }
 
-// httpError is an error answer.
-type httpError struct {
-	status     int
-	code       string
-	msg        string
-	retryAfter time.Duration
-}
-
-func (e *httpError) Error() string { return e.msg }
+// httpError is an error answer (status, code, message, Retry-After).
+type httpError = httpapi.Error
 
 func badRequest(format string, args ...any) *httpError {
-	return &httpError{status: http.StatusBadRequest, code: api.CodeBadRequest, msg: fmt.Sprintf(format, args...)}
+	return &httpError{Status: http.StatusBadRequest, Code: api.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
 func notFound(format string, args ...any) *httpError {
-	return &httpError{status: http.StatusNotFound, code: api.CodeNotFound, msg: fmt.Sprintf(format, args...)}
+	return &httpError{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf(format, args...)}
 }
 
 func conflict(format string, args ...any) *httpError {
-	return &httpError{status: http.StatusConflict, code: api.CodeConflict, msg: fmt.Sprintf(format, args...)}
+	return &httpError{Status: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf(format, args...)}
 }
 
 func noLeader(format string, args ...any) *httpError {
-	return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNoLeader, msg: fmt.Sprintf(format, args...),
-		retryAfter: time.Second}
+	return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeNoLeader, Message: fmt.Sprintf(format, args...),
+		RetryAfter: time.Second}
 }
 
 // errorOf maps an error of a handler, of Raft or of the FSM to its answer.
@@ -241,10 +216,10 @@ func errorOf(err error) *httpError {
 	var nl *NotLeaderError
 	switch {
 	case errors.As(err, &ce):
-		return &httpError{status: http.StatusServiceUnavailable, code: api.CodeCapacityExhausted, msg: err.Error(),
-			retryAfter: ce.RetryAfter}
+		return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeCapacityExhausted, Message: err.Error(),
+			RetryAfter: ce.RetryAfter}
 	case errors.Is(err, ErrNotFound):
-		return &httpError{status: http.StatusNotFound, code: api.CodeNotFound, msg: err.Error()}
+		return &httpError{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: err.Error()}
 	case errors.Is(err, ErrInvalid):
 		return badRequest("%s", strings.TrimSuffix(err.Error(), ": "+ErrInvalid.Error()))
 	case errors.Is(err, ErrExists), errors.Is(err, ErrTerminal), errors.Is(err, ErrTransition),
@@ -253,34 +228,20 @@ func errorOf(err error) *httpError {
 	case errors.As(err, &nl):
 		return noLeader("%s", err.Error())
 	case errors.Is(err, ErrLeadershipLost):
-		return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable, msg: err.Error(), retryAfter: time.Second}
+		return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: err.Error(), RetryAfter: time.Second}
 	case errors.Is(err, ErrStopped):
-		return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
-			msg: "this scheduler member is shutting down: use another", retryAfter: time.Second}
+		return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
+			Message: "this scheduler member is shutting down: use another", RetryAfter: time.Second}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return &httpError{status: http.StatusServiceUnavailable, code: api.CodeUnavailable,
-			msg: fmt.Sprintf("timed out: %v; the change may still be applied, read it back before retrying", err), retryAfter: time.Second}
+		return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
+			Message: fmt.Sprintf("timed out: %v; the change may still be applied, read it back before retrying", err), RetryAfter: time.Second}
 	}
-	return &httpError{status: http.StatusInternalServerError, code: api.CodeInternal, msg: err.Error()}
+	return &httpError{Status: http.StatusInternalServerError, Code: api.CodeInternal, Message: err.Error()}
 }
 
-func writeError(w http.ResponseWriter, e *httpError) {
-	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(max(e.retryAfter.Round(time.Second), time.Second)/time.Second)))
-	}
-	writeJSON(w, e.status, api.NewError(e.code, e.msg))
-}
+func writeError(w http.ResponseWriter, e *httpError) { httpapi.WriteError(w, e) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b, _ = json.Marshal(api.NewError(api.CodeInternal, "encode answer: "+err.Error()))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
 
 // writeIndexed writes v with the state index it was read at.
 func writeIndexed(w http.ResponseWriter, status int, index uint64, v any) {

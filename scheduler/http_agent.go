@@ -263,4 +263,4 @@ func (s *Server) applyReport(w http.ResponseWriter, r *http.Request, c cluster.C
 }
 
 // trimInvalid drops the ErrInvalid suffix of a validation error.
-func trimInvalid(err error) string { return errorOf(err).msg }
+func trimInvalid(err error) string { return errorOf(err).Message }

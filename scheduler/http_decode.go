@@ -1,15 +1,12 @@
 package scheduler
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/rodon-compute/rodon/api"
-	"github.com/rodon-compute/rodon/internal/strictjson"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 )
 
 // maxBody is the largest request body accepted, but for a snapshot
@@ -24,25 +21,13 @@ const (
 // body is an error unless optional. The error is a 400 (413 over the limit)
 // whose message names the field or the offset at fault.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64, optional bool) error {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	err := decodeJSON(body, v, optional)
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return &httpError{status: http.StatusRequestEntityTooLarge, code: api.CodeTooLarge,
-			msg: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
-	}
-	return err
+	return httpapi.Decode(w, r, v, limit, optional, "docs/PROTOCOL.md")
 }
 
 // decodeJSON is decodeBody's decoder, without the HTTP limit; it is what
 // the fuzz tests exercise.
 func decodeJSON(r io.Reader, v any, optional bool) error {
-	err := strictjson.Decode(r, v, strictjson.Options{Optional: optional, Docs: "docs/PROTOCOL.md"})
-	var e *strictjson.Error
-	if errors.As(err, &e) {
-		return badRequest("%s", e.Msg)
-	}
-	return err
+	return httpapi.DecodeReader(r, v, optional, "docs/PROTOCOL.md")
 }
 
 // queryIndex parses the ?index= and ?wait= parameters of a long poll.

@@ -67,8 +67,8 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Location", "/v1/steps/"+url.PathEscape(string(id)))
 	if cmd.Unplaceable != nil {
 		w.Header().Set(IndexHeader, strconv.FormatUint(st.Index(), 10))
-		return &httpError{status: http.StatusUnprocessableEntity, code: api.CodeUnplaceable,
-			msg: fmt.Sprintf("step %s: %s (recorded failed)", id, cmd.Reason)}
+		return &httpError{Status: http.StatusUnprocessableEntity, Code: api.CodeUnplaceable,
+			Message: fmt.Sprintf("step %s: %s (recorded failed)", id, cmd.Reason)}
 	}
 	writeIndexed(w, http.StatusCreated, st.Index(), apiStep(step))
 	return nil

@@ -55,12 +55,12 @@ func TestSubmitLimits(t *testing.T) {
 			spec, err := specFromRequest(tc.req)
 			if tc.msg != nil {
 				e := errorOf(err)
-				if err == nil || e.status != http.StatusBadRequest || e.code != api.CodeBadRequest {
+				if err == nil || e.Status != http.StatusBadRequest || e.Code != api.CodeBadRequest {
 					t.Fatalf("specFromRequest() = %+v, %v; want a 400", spec, err)
 				}
 				for _, m := range tc.msg {
-					if !strings.Contains(e.msg, m) {
-						t.Errorf("specFromRequest() = %q, want it to say %q", e.msg, m)
+					if !strings.Contains(e.Message, m) {
+						t.Errorf("specFromRequest() = %q, want it to say %q", e.Message, m)
 					}
 				}
 				return

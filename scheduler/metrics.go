@@ -2,15 +2,14 @@ package scheduler
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 )
 
 // metrics are a member's Prometheus metrics, in a registry of its own (so
@@ -76,42 +75,8 @@ func (m *metrics) handler() http.Handler {
 
 // instrument counts the requests h answers by route pattern and code.
 func (m *metrics) instrument(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		h.ServeHTTP(rw, r)
-		// The mux records the matched pattern in r.
-		route := r.Pattern
-		if route == "" || route == "/" {
-			route = "unmatched"
-		}
-		m.requests.WithLabelValues(route, strconv.Itoa(rw.status)).Inc()
-		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	})
+	return httpapi.Instrument(h, m.requests, m.duration)
 }
-
-// statusWriter records the status of an answer.
-type statusWriter struct {
-	http.ResponseWriter
-	status      int
-	wroteHeader bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if !w.wroteHeader {
-		w.status, w.wroteHeader = code, true
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	w.wroteHeader = true
-	return w.ResponseWriter.Write(p)
-}
-
-// Unwrap lets http.ResponseController reach the connection (flushes of
-// forwarded answers).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 var (
 	raftStateDesc = prometheus.NewDesc("rodon_scheduler_raft_state",

@@ -3,23 +3,18 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 // freeAddr returns a loopback address with a port free a moment ago.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testenv.FreeAddr(t)
 }
 
 // startMember runs a single-member scheduler on TCP and BoltDB in dir, and

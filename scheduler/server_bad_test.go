@@ -199,8 +199,8 @@ func decodeRequest[T any](t *testing.T, body []byte, decode func(http.ResponseWr
 		return v, true
 	}
 	e := errorOf(err)
-	if e.status < 400 || e.status >= 500 || e.msg == "" {
-		t.Fatalf("decode(%q) = %d %q, want a 4xx with a message", body, e.status, e.msg)
+	if e.Status < 400 || e.Status >= 500 || e.Message == "" {
+		t.Fatalf("decode(%q) = %d %q, want a 4xx with a message", body, e.Status, e.Message)
 	}
 	return v, false
 }

@@ -16,7 +16,6 @@
 package stream
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 	"github.com/rodon-compute/rodon/cluster"
 )
 
@@ -181,8 +181,5 @@ func classify(id cluster.StepID, err error) *requestError {
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(api.NewError(code, message))
+	httpapi.WriteError(w, &httpapi.Error{Status: status, Code: code, Message: message})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/agentd/stream"
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/scheduler/client"
@@ -191,7 +192,5 @@ func inputHandler(agent *agentd.Agent) http.Handler {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(api.NewError(code, msg))
+	httpapi.WriteError(w, &httpapi.Error{Status: status, Code: code, Message: msg})
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -25,6 +24,7 @@ import (
 	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
+	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -253,12 +253,7 @@ func TestServeHTTPS(t *testing.T) {
 // freeAddr returns a loopback address no one listens on now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testenv.FreeAddr(t)
 }
 
 // syncWriter is a strings.Builder safe for a writer and a reader.

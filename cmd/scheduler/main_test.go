@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
+	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/scheduler"
 )
 
@@ -91,12 +91,7 @@ func TestServeFlagErrors(t *testing.T) {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testenv.FreeAddr(t)
 }
 
 // member is `scheduler serve --bootstrap` run as a process.
