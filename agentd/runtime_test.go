@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +31,7 @@ func newTestRuntime(t *testing.T) *Runtime {
 	cfg := DefaultRuntimeConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.KillGrace = 2 * time.Second
-	rt, err := NewRuntime(t.Context(), cfg, slog.New(slog.NewTextHandler(tWriter{t}, nil)))
+	rt, err := NewRuntime(t.Context(), cfg, testenv.Logger(t))
 	if err != nil {
 		t.Fatalf("NewRuntime() = %v", err)
 	}
@@ -45,13 +44,6 @@ func newTestRuntime(t *testing.T) *Runtime {
 		rt.Close()
 	})
 	return rt
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 var stepSeq atomic.Int64

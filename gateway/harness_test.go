@@ -14,6 +14,7 @@ import (
 
 	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 	"github.com/rodon-compute/rodon/gateway/relay"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 const (
@@ -27,18 +28,7 @@ const (
 // purpose.
 var testHash = sync.OnceValue(func() string { return hashPassword(testPassword) })
 
-// tlog routes logs to t.Log.
-type tlogWriter struct{ t testing.TB }
-
-func (w tlogWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
+func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(t) }
 
 // fakeStream stands in for the relay: it answers what it was given, and
 // keeps the stream for a test to drive its hooks.

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"testing"
@@ -51,7 +50,7 @@ type testFilter struct {
 func newTestFilter(t testing.TB) *testFilter {
 	t.Helper()
 	testenv.RequireRoot(t)
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	logger := testenv.Logger(t)
 	f, err := NewFilter(logger)
 	if err != nil {
 		testenv.Missing(t, "eBPF egress filter cannot load: "+err.Error())
@@ -62,14 +61,6 @@ func newTestFilter(t testing.TB) *testFilter {
 		t.Fatalf("SetDenylist: %v", err)
 	}
 	return &testFilter{Filter: f, node: newBenchNode(t), deny: deny}
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // setTestConfig installs cfg for the test-run ifindex and clears its counters.
@@ -914,7 +905,7 @@ func TestFilterSetDenylist(t *testing.T) {
 
 func TestFilterAttachWithoutDenylist(t *testing.T) {
 	testenv.RequireRoot(t)
-	f, err := NewFilter(slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	f, err := NewFilter(testenv.Logger(t))
 	if err != nil {
 		testenv.Missing(t, "eBPF egress filter cannot load: "+err.Error())
 	}

@@ -172,19 +172,12 @@ func newTestManager(t *testing.T, node *testNode, nsDir string) *Manager {
 	cfg := DefaultConfig()
 	cfg.HostNS = node.path
 	cfg.NSDir = nsDir
-	m, err := NewManager(cfg, slog.New(slog.NewTextHandler(tLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	m, err := NewManager(cfg, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
-}
-
-type tLogWriter struct{ t *testing.T }
-
-func (w tLogWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // assertClean fails unless no sandbox namespace is in nsDir and no rv*
@@ -565,7 +558,7 @@ func newTestEgress(t *testing.T, node *testNode, nsDir string) *Egress {
 	cfg := DefaultConfig()
 	cfg.HostNS = node.path
 	cfg.NSDir = nsDir
-	e, err := NewEgress(EgressConfig{Net: cfg}, slog.New(slog.NewTextHandler(tLogWriter{t}, nil)))
+	e, err := NewEgress(EgressConfig{Net: cfg}, testenv.Logger(t))
 	if err != nil {
 		testenv.Missing(t, "egress filter cannot load: "+err.Error())
 	}

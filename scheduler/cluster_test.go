@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 // testConfig is a RaftConfig with timeouts fit for an in-process cluster.
@@ -271,25 +270,5 @@ func TestClusterMembership(t *testing.T) {
 // package's Raft are still running once t's other cleanups are done.
 func checkNoRaftGoroutines(t testing.TB) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			var left []string
-			for g := range strings.SplitSeq(string(buf), "\n\n") {
-				if strings.Contains(g, "hashicorp/raft") || strings.Contains(g, "scheduler.(*Raft)") {
-					left = append(left, g)
-				}
-			}
-			if len(left) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d raft goroutines left:\n%s", len(left), strings.Join(left, "\n\n"))
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
+	testenv.NoGoroutinesAtCleanup(t, 3*time.Second, "hashicorp/raft", "scheduler.(*Raft)")
 }

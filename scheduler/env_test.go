@@ -48,7 +48,7 @@ func envCluster(t *testing.T, n int, key *envseal.Key, logs *logBuffer) *serverC
 	t.Helper()
 	checkNoServerGoroutines(t)
 	c := &serverCluster{t: t, transport: newTestTransport(t)}
-	logger := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, &tWriter{t: t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, testenv.LogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var first string
 	for i := range n {
 		cfg := serverConfig(t, "m"+string(rune('0'+i)))

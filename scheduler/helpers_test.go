@@ -1,11 +1,9 @@
 package scheduler
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,35 +11,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 // testLogger routes logs to t.Log, so they show only when a test fails,
 // and drops them once the test has ended (raft goroutines may still log).
-func testLogger(t testing.TB) *slog.Logger {
-	t.Helper()
-	w := &tWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct {
-	t    testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(t) }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 

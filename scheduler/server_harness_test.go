@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
+	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -373,29 +373,6 @@ func (a *testAgent) exit(id string, attempt int, state cluster.StepState, code i
 // an HTTP connection are still running once t's other cleanups are done.
 func checkNoServerGoroutines(t testing.TB) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			buf := make([]byte, 4<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			var left []string
-			for g := range strings.SplitSeq(string(buf), "\n\n") {
-				for _, pat := range []string{"hashicorp/raft", "scheduler.(*Raft)", "scheduler.(*Server)",
-					"net/http.(*conn).serve", "net/http.(*persistConn)", "scheduler.newAgent"} {
-					if strings.Contains(g, pat) {
-						left = append(left, g)
-						break
-					}
-				}
-			}
-			if len(left) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d goroutines left:\n%s", len(left), strings.Join(left, "\n\n"))
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
+	testenv.NoGoroutinesAtCleanup(t, 5*time.Second, "hashicorp/raft", "scheduler.(*Raft)", "scheduler.(*Server)",
+		"net/http.(*conn).serve", "net/http.(*persistConn)", "scheduler.newAgent")
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,17 +14,11 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return testenv.Logger(t)
 }
 
 // newTestStore returns a store in a directory of the test's own. Unless
@@ -150,20 +142,5 @@ func checkSeqs(t testing.TB, frames []api.Frame, from int64) {
 // still alive after a short grace period.
 func checkNoGoroutines(t testing.TB) {
 	t.Helper()
-	const pkg = "rodon/agentd/logstore."
-	var stacks string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		stacks = ""
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, pkg) && !strings.Contains(g, "checkNoGoroutines") && !strings.Contains(g, "testing.tRunner") {
-				stacks += g + "\n\n"
-			}
-		}
-		if stacks == "" {
-			return
-		}
-	}
-	t.Errorf("goroutines left running:\n%s", stacks)
+	testenv.NoGoroutines(t, 5*time.Second, "rodon/agentd/logstore.")
 }

@@ -27,8 +27,8 @@ import (
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/api"
-	"github.com/rodon-compute/rodon/internal/httpapi"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 )
 
 // Close codes of a websocket stream besides the standard ones (1000 after

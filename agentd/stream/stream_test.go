@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,14 +23,8 @@ import (
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // env is a log store served by a Handler on an httptest server.
 type env struct {
@@ -46,7 +39,7 @@ type env struct {
 // after the test.
 func newEnv(t *testing.T, edit func(*Config)) *env {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := testenv.Logger(t)
 	lcfg := logstore.DefaultConfig()
 	lcfg.Dir = t.TempDir()
 	// A frame per write and no output cap: the tests count frames.
@@ -256,20 +249,5 @@ func countGoroutines(fn string) int {
 // still alive after a short grace period.
 func checkNoGoroutines(t testing.TB) {
 	t.Helper()
-	const pkg = "rodon/agentd/stream."
-	var stacks string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		stacks = ""
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, pkg) && !strings.Contains(g, "checkNoGoroutines") && !strings.Contains(g, "testing.tRunner") {
-				stacks += g + "\n\n"
-			}
-		}
-		if stacks == "" {
-			return
-		}
-	}
-	t.Errorf("goroutines left running:\n%s", stacks)
+	testenv.NoGoroutines(t, 5*time.Second, "rodon/agentd/stream.")
 }

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 // The tests relay real streams: a node agent's stream handler
@@ -44,15 +44,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return testenv.Logger(t)
 }
 
 // env is a node agent serving a log store and a gateway serving the relay
@@ -362,20 +355,5 @@ func checkNoGoroutines(t testing.TB) {
 // relay or the agent's stream server, other than tests, to end, and
 // returns the stacks of those that did not.
 func leftGoroutines(grace time.Duration) string {
-	var stacks string
-	for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		stacks = ""
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			ours := strings.Contains(g, "rodon/gateway/relay.") || strings.Contains(g, "rodon/agentd/")
-			if ours && !strings.Contains(g, "leftGoroutines") && !strings.Contains(g, "testing.tRunner") && !strings.Contains(g, "testing.(*F)") {
-				stacks += g + "\n\n"
-			}
-		}
-		if stacks == "" {
-			return ""
-		}
-	}
-	return stacks
+	return strings.Join(testenv.Goroutines(grace, "rodon/gateway/relay.", "rodon/agentd/"), "\n\n")
 }
