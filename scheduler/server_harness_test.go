@@ -271,13 +271,12 @@ func newTestTransport(t testing.TB) *http.Transport {
 // waitFor polls cond until it holds, failing t after 10 seconds.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitStep waits, with the step long poll, until cond holds for step id,

@@ -210,13 +210,12 @@ func newClient(t *testing.T, urls string) *client.Client {
 
 func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+	testenv.Eventually(t, d, func() error {
+		if !ok() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func countLines(t *testing.T, file string) int {

@@ -46,7 +46,8 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Eventually calls cond every 10 ms until it returns nil, and fails t with
+// Eventually calls cond until it returns nil (at 10 ms, then at doubling
+// intervals of at most 100 ms), and fails t with
 // cond's last error if that has not happened within timeout. It is what
 // tests use instead of sleeping: they wait exactly as long as needed.
 func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
@@ -60,12 +61,12 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 // did not return nil within timeout.
 func Wait(timeout time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
-	for {
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
 		err := cond()
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pause)
 	}
 }
 
