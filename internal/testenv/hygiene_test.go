@@ -7,8 +7,9 @@ import (
 )
 
 func TestGoroutinesFindsALeftGoroutine(t *testing.T) {
-	stop := make(chan struct{})
-	go leakyLoop(stop)
+	started, stop := make(chan struct{}), make(chan struct{})
+	go leakyLoop(started, stop)
+	<-started
 	if left := Goroutines(50*time.Millisecond, "testenv.leakyLoop"); len(left) != 1 {
 		t.Errorf("Goroutines found %d goroutines of leakyLoop, want 1", len(left))
 	}
@@ -18,7 +19,10 @@ func TestGoroutinesFindsALeftGoroutine(t *testing.T) {
 	}
 }
 
-func leakyLoop(stop chan struct{}) { <-stop }
+func leakyLoop(started, stop chan struct{}) {
+	close(started)
+	<-stop
+}
 
 func TestWait(t *testing.T) {
 	n := 0
