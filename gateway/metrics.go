@@ -14,8 +14,7 @@ import (
 // (several gateways may run in one test process).
 type metrics struct {
 	reg           *prometheus.Registry
-	requests      *prometheus.CounterVec
-	duration      *prometheus.HistogramVec
+	http          *httpapi.RequestMetrics
 	signins       *prometheus.CounterVec
 	auditFailures prometheus.Counter
 	quotaRefusals *prometheus.CounterVec
@@ -30,16 +29,8 @@ type metrics struct {
 
 func newMetrics(extra ...prometheus.Collector) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rodon_gateway_http_requests_total",
-			Help: "HTTP requests answered, by route pattern and status code.",
-		}, []string{"route", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "rodon_gateway_http_request_duration_seconds",
-			Help:    "Time to answer HTTP requests (streams included), by route pattern.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
-		}, []string{"route"}),
+		reg:  prometheus.NewRegistry(),
+		http: httpapi.NewRequestMetrics("gateway", "streams"),
 		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rodon_gateway_signins_total",
 			Help: "Sign-in attempts, by result (ok, wrong, rate_limited, malformed, too_large, bad_origin, bad_content_type, busy).",
@@ -70,7 +61,8 @@ func newMetrics(extra ...prometheus.Collector) *metrics {
 			Help: "Audit entries that could not be appended (see the log).",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.signins, m.auditFailures, m.quotaRefusals,
+	m.reg.MustRegister(m.http.Collectors()...)
+	m.reg.MustRegister(m.signins, m.auditFailures, m.quotaRefusals,
 		m.maintPasses, m.maintDuration, m.maintDeleted, m.streamsRevoked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(extra...)
@@ -83,5 +75,5 @@ func (m *metrics) handler() http.Handler {
 
 // instrument counts the requests h answers by route pattern and code.
 func (m *metrics) instrument(h http.Handler) http.Handler {
-	return httpapi.Instrument(h, m.requests, m.duration)
+	return m.http.Instrument(h)
 }

@@ -16,8 +16,7 @@ import (
 // that several members can run in one test process).
 type metrics struct {
 	reg       *prometheus.Registry
-	requests  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
+	http      *httpapi.RequestMetrics
 	placement prometheus.Histogram
 	forwarded prometheus.Counter
 	forbidden *prometheus.CounterVec
@@ -29,16 +28,8 @@ type metrics struct {
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rodon_scheduler_http_requests_total",
-			Help: "HTTP requests answered, by route pattern and status code.",
-		}, []string{"route", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "rodon_scheduler_http_request_duration_seconds",
-			Help:    "Time to answer HTTP requests (long polls included), by route pattern.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
-		}, []string{"route"}),
+		reg:  prometheus.NewRegistry(),
+		http: httpapi.NewRequestMetrics("scheduler", "long polls"),
 		placement: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rodon_scheduler_placement_latency_seconds",
 			Help:    "Time from a step's queueing (or re-queueing) to its placement, on the leader.",
@@ -61,7 +52,8 @@ func newMetrics(s *Server) *metrics {
 			Help: "When this member, as the leader, last compacted terminal steps (Unix time; 0: never).",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.placement, m.forwarded, m.forbidden, m.compacted, m.compactionRun, stateCollector{s},
+	m.reg.MustRegister(m.http.Collectors()...)
+	m.reg.MustRegister(m.placement, m.forwarded, m.forbidden, m.compacted, m.compactionRun, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.cfg.TLS != nil {
 		m.reg.MustRegister(s.cfg.TLS.Collector())
@@ -75,7 +67,7 @@ func (m *metrics) handler() http.Handler {
 
 // instrument counts the requests h answers by route pattern and code.
 func (m *metrics) instrument(h http.Handler) http.Handler {
-	return httpapi.Instrument(h, m.requests, m.duration)
+	return m.http.Instrument(h)
 }
 
 var (

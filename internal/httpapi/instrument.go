@@ -58,3 +58,38 @@ func (w *StatusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController (flushes, deadlines, websocket
 // upgrades) reach the connection.
 func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// RequestMetrics are an API's request metrics: requests answered by route
+// pattern and status code, and the time taken by route pattern, named
+// rodon_COMPONENT_http_requests_total and
+// rodon_COMPONENT_http_request_duration_seconds.
+type RequestMetrics struct {
+	Requests *prometheus.CounterVec
+	Duration *prometheus.HistogramVec
+}
+
+// NewRequestMetrics makes the request metrics of component; included says
+// what the durations include beyond plain answers ("long polls", say).
+func NewRequestMetrics(component, included string) *RequestMetrics {
+	return &RequestMetrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rodon_" + component + "_http_requests_total",
+			Help: "HTTP requests answered, by route pattern and status code.",
+		}, []string{"route", "code"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rodon_" + component + "_http_request_duration_seconds",
+			Help:    "Time to answer HTTP requests (" + included + " included), by route pattern.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}, []string{"route"}),
+	}
+}
+
+// Collectors are the metrics to register.
+func (m *RequestMetrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Requests, m.Duration}
+}
+
+// Instrument is Instrument(h, m.Requests, m.Duration).
+func (m *RequestMetrics) Instrument(h http.Handler) http.Handler {
+	return Instrument(h, m.Requests, m.Duration)
+}

@@ -40,7 +40,6 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.done {
-		w.t.Helper()
 		w.t.Log(strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
