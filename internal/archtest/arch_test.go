@@ -3,8 +3,12 @@ package archtest
 import (
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -18,6 +22,8 @@ type pkg struct {
 	Imports    []string
 	Deps       []string
 	Standard   bool
+	Dir        string
+	GoFiles    []string
 }
 
 // listPackages runs go list over the module.
@@ -159,4 +165,67 @@ func TestOnlyOCIImportsContainerdOCI(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCommandTypesInOneFile: every log entry type number is declared in
+// cluster/command.go, so a reader sees them all (and a reused number) in
+// one list.
+func TestCommandTypesInOneFile(t *testing.T) {
+	const home = module + "/cluster"
+	for _, p := range listPackages(t) {
+		for _, name := range p.GoFiles {
+			if p.ImportPath == home && name == "command.go" {
+				continue
+			}
+			file := filepath.Join(p.Dir, name)
+			for _, c := range commandTypeConsts(t, file) {
+				t.Errorf("%s declares log entry type %s: declare it in cluster/command.go", file, c)
+			}
+		}
+	}
+	if got := commandTypeConsts(t, filepath.Join("testdata", "commandtype.go.txt")); len(got) != 3 {
+		t.Errorf("testdata/commandtype.go.txt: found %q, want the 3 constants declared there", got)
+	}
+}
+
+// commandTypeConsts returns the constants of type CommandType (or
+// cluster.CommandType) that file declares.
+func commandTypeConsts(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isType := func(e ast.Expr) bool {
+		switch e := e.(type) {
+		case *ast.Ident:
+			return e.Name == "CommandType"
+		case *ast.SelectorExpr:
+			return e.Sel.Name == "CommandType"
+		}
+		return false
+	}
+	var out []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			typed := vs.Type != nil && isType(vs.Type)
+			for i, n := range vs.Names {
+				conv := false
+				if i < len(vs.Values) {
+					if call, ok := vs.Values[i].(*ast.CallExpr); ok && isType(call.Fun) {
+						conv = true
+					}
+				}
+				if typed || conv {
+					out = append(out, n.Name)
+				}
+			}
+		}
+	}
+	return out
 }
