@@ -1,4 +1,4 @@
-package gateway
+package api
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Role is what a member or key may do. Roles are ordered: each may do
+// Role is what a member or API key of the gateway may do. Roles are ordered: each may do
 // everything the ones below it may.
 type Role int
 
