@@ -123,3 +123,38 @@ type AuditDropRequest struct {
 type AuditDropAnswer struct {
 	Dropped uint64 `json:"dropped"`
 }
+
+// AuditDocument is the gateway's audit document (AuditEntry.Entry of
+// GET /v1/audit); the scheduler adds the time and sequence number.
+type AuditDocument struct {
+	// Who is the account or key id; empty for a failed sign-in of an
+	// unknown email.
+	Who        string         `json:"who"`
+	Role       string         `json:"role,omitempty"`
+	Credential *CredentialRef `json:"credential,omitempty"`
+	// Action names the route ("run.create", "auth.signin", ...).
+	Action string `json:"action"`
+	Target string `json:"target,omitempty"`
+	// Result is "ok" or the error code answered.
+	Result string `json:"result"`
+	Client string `json:"client"`
+	// Input is what a terminal received (terminal.close).
+	Input *TerminalInput `json:"input,omitempty"`
+}
+
+// TerminalInput is what one stream sent to a step's terminal: bytes of
+// stdin, stdin messages, resizes, and how long the stream was open.
+type TerminalInput struct {
+	Bytes    int64   `json:"bytes"`
+	Messages int64   `json:"messages"`
+	Resizes  int64   `json:"resizes"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// CredentialRef names a credential, never its secret: Kind is password,
+// session or key; ID the sign-in session's id (a prefix of its digest) or
+// the key's id.
+type CredentialRef struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id,omitempty"`
+}

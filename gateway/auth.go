@@ -150,7 +150,7 @@ func (g *Gateway) handleSignin(c *call) error {
 	// An existing account's attempts are audited: at most the per-email
 	// limit of them, naming the account's (valid, bounded) email.
 	c.target, c.auditWho, c.auditRole = email, a.ID, a.Role.String()
-	c.auditCred = &credentialRef{Kind: "password"}
+	c.auditCred = &api.CredentialRef{Kind: "password"}
 	if !ok {
 		g.metrics.signins.WithLabelValues("wrong").Inc()
 		return errWrongPassword
@@ -174,7 +174,7 @@ func (g *Gateway) handleSignin(c *call) error {
 	if _, err := putRecord(c.ctx, g.store, kindSignin, sid, 0, &s); err != nil {
 		return err
 	}
-	c.auditCred = &credentialRef{Kind: "session", ID: sessionRef(sid)}
+	c.auditCred = &api.CredentialRef{Kind: "session", ID: sessionRef(sid)}
 	g.metrics.signins.WithLabelValues("ok").Inc()
 	http.SetCookie(c.w, &http.Cookie{
 		Name: cookieName, Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,

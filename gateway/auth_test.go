@@ -66,7 +66,7 @@ func TestSignin(t *testing.T) {
 	entries, _ := f.store.Audit(t.Context(), 0, 0)
 	var fails int
 	for _, e := range entries {
-		var a auditEntry
+		var a api.AuditDocument
 		json.Unmarshal(e.Entry, &a)
 		if a.Action == "auth.signin" && a.Result == codeUnauthorized {
 			fails++

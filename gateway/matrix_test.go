@@ -171,7 +171,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 
 func checkAuditEntry(t *testing.T, e api.AuditEntry, action string, w interface{ Result() *http.Response }) {
 	t.Helper()
-	var got auditEntry
+	var got api.AuditDocument
 	if err := json.Unmarshal(e.Entry, &got); err != nil {
 		t.Fatal(err)
 	}

@@ -192,7 +192,7 @@ func TestRunsPageCost(t *testing.T) {
 		f.seedRuns(n/10, wsOther, base.Add(-time.Hour))
 		f.store.Now = func() time.Time { return base }
 		for i := range n {
-			e, _ := json.Marshal(auditEntry{Who: "acct-seed", Role: "editor", Credential: &credentialRef{Kind: "session", ID: "0123456789abcdef"},
+			e, _ := json.Marshal(api.AuditDocument{Who: "acct-seed", Role: "editor", Credential: &api.CredentialRef{Kind: "session", ID: "0123456789abcdef"},
 				Action: "run.create", Target: fmt.Sprintf("run-seed%08d", i), Result: "ok", Client: "192.0.2.1"})
 			f.store.AppendAudit(t.Context(), e)
 		}

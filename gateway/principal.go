@@ -30,7 +30,7 @@ type principal struct {
 	Role  api.Role
 	// Workspaces limits the caller; empty is every workspace.
 	Workspaces []string
-	cred       credentialRef
+	cred       api.CredentialRef
 	// cookie is set for a person signed in with the cookie; csrf is then
 	// the token their writes must carry.
 	cookie  bool
@@ -100,7 +100,7 @@ func (g *Gateway) authenticateKey(ctx context.Context, tok string) (*principal, 
 	}
 	return &principal{
 		actor: api.Actor{Kind: "key", ID: k.ID}, Role: k.Role, Workspaces: k.Workspaces,
-		cred: credentialRef{Kind: "key", ID: k.ID}, key: &k,
+		cred: api.CredentialRef{Kind: "key", ID: k.ID}, key: &k,
 	}, nil
 }
 
@@ -136,7 +136,7 @@ func (g *Gateway) authenticateSession(ctx context.Context, tok string) (*princip
 	}
 	return &principal{
 		actor: api.Actor{Kind: "account", ID: a.ID}, Role: a.Role, Workspaces: a.Workspaces,
-		cred: credentialRef{Kind: "session", ID: sessionRef(sid)}, cookie: true, csrf: csrfToken(tok), account: &a,
+		cred: api.CredentialRef{Kind: "session", ID: sessionRef(sid)}, cookie: true, csrf: csrfToken(tok), account: &a,
 	}, nil
 }
 

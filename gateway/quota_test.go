@@ -57,7 +57,7 @@ func TestQuotaLiveRuns(t *testing.T) {
 	}
 	// The refusal is audited with its code; the counter holds the runs.
 	entries := f.store.AuditAll()
-	var last auditEntry
+	var last api.AuditDocument
 	json.Unmarshal(entries[len(entries)-2].Entry, &last)
 	if last.Action != "run.create" || last.Result != api.CodeQuotaExceeded {
 		t.Errorf("refused run's audit entry = %+v, want run.create with result quota_exceeded", last)

@@ -93,7 +93,7 @@ type call struct {
 	target string
 	// who, role and cred override the audit's caller (sign-in sets them).
 	auditWho, auditRole string
-	auditCred           *credentialRef
+	auditCred           *api.CredentialRef
 	// audited is set by a handler that recorded the call itself.
 	audited bool
 }
@@ -175,40 +175,6 @@ func isWebsocket(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
-// auditEntry is the gateway's audit document (api.AuditEntry.Entry); the
-// scheduler adds the time and sequence number.
-type auditEntry struct {
-	// Who is the account or key id; empty for a failed sign-in of an
-	// unknown email.
-	Who        string         `json:"who"`
-	Role       string         `json:"role,omitempty"`
-	Credential *credentialRef `json:"credential,omitempty"`
-	Action     string         `json:"action"`
-	Target     string         `json:"target,omitempty"`
-	// Result is "ok" or the error code answered.
-	Result string `json:"result"`
-	Client string `json:"client"`
-	// Input is what a terminal received (terminal.close).
-	Input *inputStats `json:"input,omitempty"`
-}
-
-// inputStats is what one stream sent to a step's terminal: bytes of
-// stdin, stdin messages, resizes, and how long the stream was open.
-type inputStats struct {
-	Bytes    int64   `json:"bytes"`
-	Messages int64   `json:"messages"`
-	Resizes  int64   `json:"resizes"`
-	Seconds  float64 `json:"seconds"`
-}
-
-// credentialRef names a credential, never its secret: kind is password,
-// session or key; id the sign-in session's id (a prefix of its digest) or
-// the key's id.
-type credentialRef struct {
-	Kind string `json:"kind"`
-	ID   string `json:"id,omitempty"`
-}
-
 // audit appends the audit entry of c. A failure cannot undo the write: it
 // is logged and counted.
 func (g *Gateway) audit(c *call, action, result string) {
@@ -216,8 +182,8 @@ func (g *Gateway) audit(c *call, action, result string) {
 }
 
 // auditDoc is c's audit document.
-func (g *Gateway) auditDoc(c *call, action, result string) auditEntry {
-	e := auditEntry{Action: action, Target: c.target, Result: result, Client: clientAddr(c.r).String()}
+func (g *Gateway) auditDoc(c *call, action, result string) api.AuditDocument {
+	e := api.AuditDocument{Action: action, Target: c.target, Result: result, Client: clientAddr(c.r).String()}
 	if c.p != nil {
 		e.Who, e.Role, e.Credential = c.p.actor.ID, c.p.Role.String(), &c.p.cred
 	}
@@ -228,7 +194,7 @@ func (g *Gateway) auditDoc(c *call, action, result string) auditEntry {
 }
 
 // appendAudit appends e for call c.
-func (g *Gateway) appendAudit(c *call, e auditEntry) {
+func (g *Gateway) appendAudit(c *call, e api.AuditDocument) {
 	action, result := e.Action, e.Result
 	b, _ := json.Marshal(e)
 	// The write is done even when the client went away: audit it anyway.

@@ -517,7 +517,7 @@ func (g *Gateway) handleStream(c *call) error {
 		st.Opened = func() { g.audit(c, "terminal.open", "ok") }
 		st.Closed = func(in relay.Input) {
 			e := g.auditDoc(c, "terminal.close", "ok")
-			e.Input = &inputStats{Bytes: in.Bytes, Messages: in.Messages, Resizes: in.Resizes, Seconds: in.Open.Round(time.Millisecond).Seconds()}
+			e.Input = &api.TerminalInput{Bytes: in.Bytes, Messages: in.Messages, Resizes: in.Resizes, Seconds: in.Open.Round(time.Millisecond).Seconds()}
 			g.appendAudit(c, e)
 		}
 	}

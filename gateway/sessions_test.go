@@ -131,7 +131,7 @@ func TestTerminalInputAudited(t *testing.T) {
 	if len(entries) != 2 {
 		t.Fatalf("%d audit entries, want open and close", len(entries))
 	}
-	var open, closed auditEntry
+	var open, closed api.AuditDocument
 	json.Unmarshal(entries[0].Entry, &open)
 	json.Unmarshal(entries[1].Entry, &closed)
 	who := accountID("editor@example.com")
@@ -139,7 +139,7 @@ func TestTerminalInputAudited(t *testing.T) {
 		t.Errorf("open entry = %+v, want terminal.open by %s on %s", open, who, op.Steps[0].ID)
 	}
 	if closed.Action != "terminal.close" || closed.Who != who || closed.Input == nil ||
-		*closed.Input != (inputStats{Bytes: 1234, Messages: 56, Resizes: 2, Seconds: 3}) {
+		*closed.Input != (api.TerminalInput{Bytes: 1234, Messages: 56, Resizes: 2, Seconds: 3}) {
 		t.Errorf("close entry = %+v (input %+v), want terminal.close by %s with 1234 bytes in 56 messages", closed, closed.Input, who)
 	}
 	// A viewer's stream of the same step takes no input: no entry.
