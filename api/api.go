@@ -1,7 +1,10 @@
 // Package api is Rodon's public JSON contract: the types browsers, SDKs and
-// the operator CLI send and receive. It imports only the standard library;
-// servers convert their internal types (package cluster) to these at the
-// HTTP edge.
+// the operator CLI send and receive, the scheduler's (steps, nodes, members,
+// records) and the gateway's (gateway.go, run.go: accounts, keys,
+// workspaces, runs and their steps), with their state names and the
+// stream's frames and close codes. It imports only the standard library
+// (internal/archtest); servers convert their internal types (package
+// cluster) to these at the HTTP edge.
 package api
 
 // Error is the body of every error response:

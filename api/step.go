@@ -77,7 +77,7 @@ type SealEnvAnswer struct {
 type Step struct {
 	ID string `json:"id"`
 	// State is queued, placed, starting, running, or one of the terminal
-	// states exited, failed, cancelled, lost, expired.
+	// states exited, failed, cancelled, lost, expired (the Step* constants).
 	State string `json:"state"`
 	// ExitCode is set once the runtime reported the process's exit.
 	ExitCode *int `json:"exit_code,omitempty"`
@@ -129,14 +129,30 @@ type Shortfall struct {
 	Largest  int64  `json:"largest"`
 }
 
-// Terminal reports whether the step reached a final state.
-func (s Step) Terminal() bool {
-	switch s.State {
-	case "exited", "failed", "cancelled", "lost", "expired":
+// Step states (Step.State): the live ones, then the terminal ones.
+const (
+	StepQueued    = "queued"
+	StepPlaced    = "placed"
+	StepStarting  = "starting"
+	StepRunning   = "running"
+	StepExited    = "exited"
+	StepFailed    = "failed"
+	StepCancelled = "cancelled"
+	StepLost      = "lost"
+	StepExpired   = "expired"
+)
+
+// TerminalState reports whether a step in state is final.
+func TerminalState(state string) bool {
+	switch state {
+	case StepExited, StepFailed, StepCancelled, StepLost, StepExpired:
 		return true
 	}
 	return false
 }
+
+// Terminal reports whether the step reached a final state.
+func (s Step) Terminal() bool { return TerminalState(s.State) }
 
 // Cancel is the state of a user's request to cancel a step: requested,
 // then confirmed once the runtime reported the process gone, or unverified

@@ -40,13 +40,21 @@ func TestCommandTypesStable(t *testing.T) {
 		13: SetMember{}, 14: RemoveMember{}, 15: Restore{}, 19: SetGateway{},
 		20: StepUnplaceable{}, 21: StepsWaiting{}, 22: StartTimeout{}, 23: CompactSteps{},
 	}
+	// The record store's and the audit log's commands are the scheduler's
+	// (scheduler.TestRecordCommandTypes pins them); their numbers are here.
+	scheduler := map[CommandType]CommandType{16: CmdRecordPut, 17: CmdRecordDelete, 18: CmdAuditAppend, 24: CmdAuditDrop}
+	for n, c := range scheduler {
+		if c != n {
+			t.Errorf("scheduler command %s = %d, want %d", c, c, n)
+		}
+	}
 	for n, c := range want {
 		if c.CommandType() != n || c.CommandType().Ignorable() {
 			t.Errorf("%T.CommandType() = %d, want %d, not ignorable", c, c.CommandType(), n)
 		}
 	}
-	if len(commandNames) != len(want) {
-		t.Errorf("%d command names, want %d", len(commandNames), len(want))
+	if len(commandNames) != len(want)+len(scheduler) {
+		t.Errorf("%d command names, want %d", len(commandNames), len(want)+len(scheduler))
 	}
 	if !(IgnorableFlag | 16).Ignorable() {
 		t.Errorf("IgnorableFlag|16 is not ignorable")

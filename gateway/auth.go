@@ -14,16 +14,6 @@ import (
 	"github.com/rodon-compute/rodon/api"
 )
 
-type signinRequest struct {
-	Email    string `json:"email"`
-	Password string `json:"password"`
-}
-
-type signinResponse struct {
-	Account   Account `json:"account"`
-	CSRFToken string  `json:"csrf_token"`
-}
-
 // errWrongPassword is the one answer to a failed sign-in, whether the
 // email is unknown or the password wrong.
 var errWrongPassword = unauthorized("email or password is wrong")
@@ -119,7 +109,7 @@ func (g *Gateway) handleSignin(c *call) error {
 		return g.signinRefused("bad_content_type", &httpError{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMedia,
 			Message: "sign-in takes Content-Type: application/json"})
 	}
-	var req signinRequest
+	var req api.SignInRequest
 	if err := decodeBodyMax(c.w, c.r, &req, maxSigninBody); err != nil {
 		result := "malformed"
 		if he, ok := err.(*httpError); ok && he.Status == http.StatusRequestEntityTooLarge {
@@ -160,7 +150,7 @@ func (g *Gateway) handleSignin(c *call) error {
 	// An existing account's attempts are audited: at most the per-email
 	// limit of them, naming the account's (valid, bounded) email.
 	c.target, c.auditWho, c.auditRole = email, a.ID, a.Role.String()
-	c.auditCred = &credentialRef{Kind: "password"}
+	c.auditCred = &api.CredentialRef{Kind: "password"}
 	if !ok {
 		g.metrics.signins.WithLabelValues("wrong").Inc()
 		return errWrongPassword
@@ -184,13 +174,13 @@ func (g *Gateway) handleSignin(c *call) error {
 	if _, err := putRecord(c.ctx, g.store, kindSignin, sid, 0, &s); err != nil {
 		return err
 	}
-	c.auditCred = &credentialRef{Kind: "session", ID: sessionRef(sid)}
+	c.auditCred = &api.CredentialRef{Kind: "session", ID: sessionRef(sid)}
 	g.metrics.signins.WithLabelValues("ok").Inc()
 	http.SetCookie(c.w, &http.Cookie{
 		Name: cookieName, Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: g.secureCookie, Expires: s.ExpiresAt, MaxAge: int(g.cfg.SessionTTL / time.Second),
 	})
-	return c.json(http.StatusOK, signinResponse{Account: a.public(), CSRFToken: csrfToken(tok)})
+	return c.json(http.StatusOK, api.SignInAnswer{Account: a.public(), CSRFToken: csrfToken(tok)})
 }
 
 // rateLimited is the answer to an attempt over a limit.
@@ -248,17 +238,8 @@ func (g *Gateway) handleSignout(c *call) error {
 	return nil
 }
 
-// meResponse is the answer of GET /v1/me.
-type meResponse struct {
-	Account    *Account `json:"account,omitempty"`
-	Key        *Key     `json:"key,omitempty"`
-	Role       Role     `json:"role"`
-	Workspaces []string `json:"workspaces"`
-	CSRFToken  string   `json:"csrf_token,omitempty"`
-}
-
 func (g *Gateway) handleMe(c *call) error {
-	out := meResponse{Role: c.p.Role, Workspaces: orEmpty(c.p.Workspaces), CSRFToken: c.p.csrf}
+	out := api.Me{Role: c.p.Role, Workspaces: orEmpty(c.p.Workspaces), CSRFToken: c.p.csrf}
 	if c.p.account != nil {
 		a := c.p.account.public()
 		out.Account = &a
@@ -270,12 +251,12 @@ func (g *Gateway) handleMe(c *call) error {
 	return c.json(http.StatusOK, out)
 }
 
-func (a *accountRecord) public() Account {
-	return Account{ID: a.ID, Email: a.Email, Role: a.Role, Workspaces: orEmpty(a.Workspaces), CreatedAt: a.CreatedAt}
+func (a *accountRecord) public() api.Account {
+	return api.Account{ID: a.ID, Email: a.Email, Role: a.Role, Workspaces: orEmpty(a.Workspaces), CreatedAt: a.CreatedAt}
 }
 
-func (k *keyRecord) public() Key {
-	return Key{ID: k.ID, Name: k.Name, Role: k.Role, Workspaces: orEmpty(k.Workspaces), CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt}
+func (k *keyRecord) public() api.Key {
+	return api.Key{ID: k.ID, Name: k.Name, Role: k.Role, Workspaces: orEmpty(k.Workspaces), CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt}
 }
 
 func orEmpty(s []string) []string {

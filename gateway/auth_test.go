@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 )
 
@@ -23,7 +24,7 @@ func TestSignin(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Fatalf("sign in = %d, want 200", res.StatusCode)
 	}
-	var out signinResponse
+	var out api.SignInAnswer
 	json.NewDecoder(res.Body).Decode(&out)
 	var ck *http.Cookie
 	for _, c := range res.Cookies() {
@@ -34,7 +35,7 @@ func TestSignin(t *testing.T) {
 	if ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.Secure {
 		t.Fatalf("cookie = %+v, want HttpOnly, SameSite=Strict, Path=/, not Secure on http", ck)
 	}
-	if out.Account.Role != RoleEditor || out.CSRFToken == "" || out.CSRFToken != csrfToken(ck.Value) {
+	if out.Account.Role != api.RoleEditor || out.CSRFToken == "" || out.CSRFToken != csrfToken(ck.Value) {
 		t.Errorf("sign-in answer = %+v, want the editor and the session's CSRF token", out)
 	}
 	// Only the token's digest is stored.
@@ -45,7 +46,7 @@ func TestSignin(t *testing.T) {
 		}
 	}
 	f.creds["new"] = cred{cookie: ck.Value, csrf: out.CSRFToken, person: true}
-	var me meResponse
+	var me api.Me
 	f.do("new", "GET", "/v1/me", "", 200, &me)
 	if me.Account == nil || me.Account.Email != "editor@example.com" || me.CSRFToken != out.CSRFToken {
 		t.Errorf("GET /v1/me = %+v, want the editor with the CSRF token", me)
@@ -65,7 +66,7 @@ func TestSignin(t *testing.T) {
 	entries, _ := f.store.Audit(t.Context(), 0, 0)
 	var fails int
 	for _, e := range entries {
-		var a auditEntry
+		var a api.AuditDocument
 		json.Unmarshal(e.Entry, &a)
 		if a.Action == "auth.signin" && a.Result == codeUnauthorized {
 			fails++
@@ -147,7 +148,7 @@ func TestKeyCannotActAsPerson(t *testing.T) {
 	f.creds["malformed"] = cred{bearer: "hello"}
 	f.do("malformed", "GET", "/v1/me", "", 401, nil)
 	// A created key works once and its secret is not stored.
-	var out createKeyResponse
+	var out api.CreateKeyAnswer
 	f.do("owner", "POST", "/v1/keys", `{"name":"ci","role":"editor","workspaces":["ws-main"]}`, 201, &out)
 	if !strings.HasPrefix(out.Secret, "rk_") {
 		t.Fatalf("secret = %q, want rk_...", out.Secret)
@@ -157,9 +158,9 @@ func TestKeyCannotActAsPerson(t *testing.T) {
 		t.Errorf("key record stores the secret")
 	}
 	f.creds["ci"] = cred{bearer: out.Secret}
-	var me meResponse
+	var me api.Me
 	f.do("ci", "GET", "/v1/me", "", 200, &me)
-	if me.Key == nil || me.Account != nil || me.Role != RoleEditor {
+	if me.Key == nil || me.Account != nil || me.Role != api.RoleEditor {
 		t.Errorf("GET /v1/me as a key = %+v, want the key as editor", me)
 	}
 	f.do("ci", "POST", "/v1/runs", `{"workspace":"ws-other","steps":[{"args":["x"]}]}`, 403, nil)
@@ -226,7 +227,7 @@ func TestBootstrap(t *testing.T) {
 	}
 	var a accountRecord
 	getRecord(ctx, store, kindAccount, accountID("boss@example.com"), &a)
-	if a.Role != RoleOwner || !checkPassword(a.PasswordHash, created[0].Password) || strings.Contains(a.PasswordHash, created[0].Password) {
+	if a.Role != api.RoleOwner || !checkPassword(a.PasswordHash, created[0].Password) || strings.Contains(a.PasswordHash, created[0].Password) {
 		t.Errorf("owner = %+v, want an owner whose hash matches the password", a)
 	}
 	if r, err := Bootstrap(ctx, store, "other@example.com", now.Add(time.Hour)); err != nil || r.Created {
@@ -240,7 +241,7 @@ func TestServeBootstrapsAndStops(t *testing.T) {
 	store, sched := gatewaytest.NewMemStore(), gatewaytest.NewScheduler()
 	var out syncBuffer
 	cfg := DefaultConfig()
-	cfg.Site, cfg.OwnerEmail, cfg.BootstrapOut, cfg.DataDir = testSite, "first@example.com", &out, t.TempDir()
+	cfg.Site, cfg.OwnerEmail, cfg.BootstrapOut = testSite, "first@example.com", &out
 	g, err := New(cfg, store, sched, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

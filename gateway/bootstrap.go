@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/rodon-compute/rodon/api"
 )
 
 // BootstrapResult says what Bootstrap did.
@@ -33,7 +35,7 @@ func Bootstrap(ctx context.Context, store Store, email string, now time.Time) (B
 	res := BootstrapResult{AccountID: accountID(email), Email: email}
 	owned := false
 	if err := eachRecord(ctx, store, kindAccount, "", func(a versioned[accountRecord]) (bool, error) {
-		owned = a.Value.Role == RoleOwner
+		owned = a.Value.Role == api.RoleOwner
 		return !owned, nil
 	}); err != nil {
 		return res, fmt.Errorf("list accounts: %w", err)
@@ -58,7 +60,7 @@ func Bootstrap(ctx context.Context, store Store, email string, now time.Time) (B
 		return res, fmt.Errorf("write bootstrap record: %w", err)
 	}
 	password := newPassword()
-	a := accountRecord{ID: res.AccountID, Email: email, Role: RoleOwner, PasswordHash: hashPassword(password), CreatedAt: now,
+	a := accountRecord{ID: res.AccountID, Email: email, Role: api.RoleOwner, PasswordHash: hashPassword(password), CreatedAt: now,
 		Generation: newGeneration()}
 	var cur accountRecord
 	curVersion, err := getRecord(ctx, store, kindAccount, a.ID, &cur)

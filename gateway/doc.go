@@ -1,7 +1,9 @@
 // Package gateway is what browsers and integrators talk to
 // (docs/GATEWAY.md): accounts, API keys, sign-in sessions, roles,
 // workspaces, sessions, runs and the audit log, served as a JSON API under
-// /v1, plus the web page and the step stream.
+// /v1, plus the web page and the step stream. Its JSON objects, state names
+// and close codes are package api's (api/gateway.go, api/run.go,
+// api/close.go), the contract web/src/api.ts is checked against.
 //
 // The gateway is stateless: its state is records in the scheduler's
 // replicated record store (Store), changed only by compare-and-set, so

@@ -208,14 +208,14 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 	now := d.now()
 	// cancelled is set when the cancel ended a step that did not exit 0.
 	cancelled := false
-	if run.State == runRunning && run.Cancel != nil {
+	if run.State == api.RunRunning && run.Cancel != nil {
 		for i := range run.Steps {
 			if run.Steps[i].Status == stepPending {
 				run.Steps[i].Status, changed = stepSkipped, true
 			}
 		}
 	}
-	for i := 0; run.State == runRunning && i < len(run.Steps); i++ {
+	for i := 0; run.State == api.RunRunning && i < len(run.Steps); i++ {
 		s := &run.Steps[i]
 		switch s.Status {
 		case stepEnded, stepSkipped:
@@ -244,7 +244,7 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 			case errors.As(err, &ce) && ce.Code == api.CodeBadRequest:
 				run.Errors = append(run.Errors, truncateUTF8(fmt.Sprintf("step %d was refused by the scheduler: %s", i, Scrub(ce.Message, d.nodes.known(ctx)...)), maxViewText))
 				s.Status = stepSkipped
-				d.end(run, runFailed, i+1, now)
+				d.end(run, api.RunFailed, i+1, now)
 				return true, nil
 			default:
 				return changed, fmt.Errorf("submit step %s: %w", s.ID, err)
@@ -255,8 +255,8 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 				run.Errors = append(run.Errors, fmt.Sprintf("step %d is unknown to the scheduler (was its state restored from an older snapshot?)", i))
 				s.Status, s.EndedAt, s.Final = stepEnded, now, true
 				s.View = keptView(*s, nil, nil)
-				s.View.State = "unknown"
-				d.end(run, runFailed, i+1, now)
+				s.View.State = api.StepUnknown
+				d.end(run, api.RunFailed, i+1, now)
 				return true, nil
 			}
 			if err != nil {
@@ -277,7 +277,7 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 			}
 			s.Status, changed = stepEnded, true
 			s.View, s.Final, s.EndedAt = keptView(*s, &st, d.nodes.known(ctx, st.Node)), viewFinal(&st), now
-			if st.State == "exited" && st.ExitCode != nil && *st.ExitCode == 0 {
+			if st.State == api.StepExited && st.ExitCode != nil && *st.ExitCode == 0 {
 				continue
 			}
 			if run.Cancel != nil {
@@ -288,18 +288,18 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 				continue
 			}
 			run.Errors = append(run.Errors, truncateUTF8(fmt.Sprintf("step %d %s", i, outcome(st, d.nodes.known(ctx, st.Node))), maxViewText))
-			d.end(run, runFailed, i+1, now)
+			d.end(run, api.RunFailed, i+1, now)
 			return true, nil
 		}
 	}
-	if run.State == runRunning {
-		state := runSucceeded
+	if run.State == api.RunRunning {
+		state := api.RunSucceeded
 		if cancelled {
-			state = runCancelled
+			state = api.RunCancelled
 		}
 		for _, s := range run.Steps {
 			if s.Status == stepSkipped {
-				state = runCancelled
+				state = api.RunCancelled
 			}
 		}
 		d.end(run, state, len(run.Steps), now)
@@ -360,7 +360,7 @@ func (d *Driver) end(run *runRecord, state string, from int, now time.Time) {
 // confirmed its step's (or could not verify it). A cancel that found no
 // live step is confirmed at once: no process was left.
 func (d *Driver) settleCancel(ctx context.Context, run *runRecord, now time.Time) (bool, error) {
-	if run.State == runRunning || run.Cancel == nil || run.settled() {
+	if run.State == api.RunRunning || run.Cancel == nil || run.settled() {
 		return false, nil
 	}
 	if run.CancelStep == "" {
@@ -376,7 +376,7 @@ func (d *Driver) settleCancel(ctx context.Context, run *runRecord, now time.Time
 		run.Cancel.ConfirmedAt = st.Cancel.ConfirmedAt
 	case st.Cancel != nil && st.Cancel.Unverified != "":
 		run.Cancel.Unverified = Scrub(st.Cancel.Unverified, d.nodes.known(ctx, st.Node)...)
-	case st.Cancel == nil && st.State == "lost":
+	case st.Cancel == nil && st.State == api.StepLost:
 		// Its node stopped answering: nobody saw the process go.
 		run.Cancel.Unverified = "the step's node stopped answering; whether its process is gone is not known"
 	case st.Cancel == nil && st.Terminal():
@@ -396,7 +396,7 @@ func (d *Driver) settleCancel(ctx context.Context, run *runRecord, now time.Time
 // outcome says how a step that did not exit 0 ended, for a run's errors.
 func outcome(st api.Step, known []string) string {
 	switch {
-	case st.State == "exited" && st.ExitCode != nil:
+	case st.State == api.StepExited && st.ExitCode != nil:
 		return fmt.Sprintf("exited with code %d (terminated by %s)", *st.ExitCode, st.TerminatedBy)
 	case st.Reason != "":
 		return fmt.Sprintf("%s: %s", st.State, Scrub(st.Reason, known...))

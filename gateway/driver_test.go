@@ -8,27 +8,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 )
 
 // newRun creates a run of n steps ("true" each) as the editor key and
 // returns it.
-func (f *fixture) newRun(n int) Operation {
+func (f *fixture) newRun(n int) api.Operation {
 	f.t.Helper()
 	steps := strings.TrimSuffix(strings.Repeat(`{"args":["true"]},`, n), ",")
-	var op Operation
+	var op api.Operation
 	f.do("key-editor", "POST", "/v1/runs", `{"workspace":"ws-main","steps":[`+steps+`]}`, 201, &op)
 	return op
 }
 
-func (f *fixture) getRun(id string) Operation {
+func (f *fixture) getRun(id string) api.Operation {
 	f.t.Helper()
-	var op Operation
+	var op api.Operation
 	f.do("viewer", "GET", "/v1/runs/"+id, "", 200, &op)
 	return op
 }
 
-func stepStates(op Operation) string {
+func stepStates(op api.Operation) string {
 	var s []string
 	for _, st := range op.Steps {
 		s = append(s, st.State)
@@ -60,7 +61,7 @@ func TestDriverSequencesSteps(t *testing.T) {
 		f.g.Driver().Pass(ctx)
 	}
 	got := f.getRun(op.ID)
-	if got.State != runSucceeded || got.EndedAt.IsZero() || stepStates(got) != "exited exited exited" {
+	if got.State != api.RunSucceeded || got.EndedAt.IsZero() || stepStates(got) != "exited exited exited" {
 		t.Errorf("run = %s %v [%s], want succeeded with every step exited", got.State, got.EndedAt, stepStates(got))
 	}
 	if _, err := f.store.GetRecord(ctx, kindRunLive, op.ID); !IsNotFound(err) {
@@ -87,7 +88,7 @@ func TestDriverFailureEndsRun(t *testing.T) {
 	f.sched.Exit(s0, 3)
 	f.g.Driver().Pass(t.Context())
 	got := f.getRun(op.ID)
-	if got.State != runFailed || stepStates(got) != "exited cancelled cancelled" {
+	if got.State != api.RunFailed || stepStates(got) != "exited cancelled cancelled" {
 		t.Errorf("run = %s [%s], want failed [exited cancelled cancelled]", got.State, stepStates(got))
 	}
 	if len(got.Errors) != 1 || !strings.Contains(got.Errors[0], "exited with code 3") {
@@ -103,7 +104,7 @@ func TestDriverFailureEndsRun(t *testing.T) {
 	f.sched.Fail(stepID(op.ID, 0), "image pull on "+gatewaytest.Node+" (10.0.0.9:7200) failed")
 	f.g.Driver().Pass(t.Context())
 	got = f.getRun(op.ID)
-	if got.State != runFailed || strings.Contains(fmt.Sprint(got), gatewaytest.Node) || strings.Contains(fmt.Sprint(got), "10.0.0.9") {
+	if got.State != api.RunFailed || strings.Contains(fmt.Sprint(got), gatewaytest.Node) || strings.Contains(fmt.Sprint(got), "10.0.0.9") {
 		t.Errorf("run = %+v, want failed without the node's name or address", got)
 	}
 }
@@ -135,7 +136,7 @@ func TestDriverCancel(t *testing.T) {
 	op := f.newRun(3)
 	s0 := stepID(op.ID, 0)
 	f.sched.Start(s0)
-	var got Operation
+	var got api.Operation
 	f.do("editor", "POST", "/v1/runs/"+op.ID+"/cancel", "", 200, &got)
 	if got.Cancel == nil || got.Cancel.RequestedAt.IsZero() || !got.Cancel.ConfirmedAt.IsZero() {
 		t.Fatalf("cancel = %+v, want requested and not confirmed", got.Cancel)
@@ -150,7 +151,7 @@ func TestDriverCancel(t *testing.T) {
 	f.sched.Exit(s0, 137)
 	f.g.Driver().Pass(ctx)
 	got = f.getRun(op.ID)
-	if got.State != runCancelled || !got.Cancel.ConfirmedAt.IsZero() {
+	if got.State != api.RunCancelled || !got.Cancel.ConfirmedAt.IsZero() {
 		t.Fatalf("after the exit: run %s cancel %+v, want cancelled and not confirmed", got.State, got.Cancel)
 	}
 	f.sched.ConfirmCancel(s0)
@@ -184,7 +185,7 @@ func TestDriverCancel(t *testing.T) {
 	f.do("editor", "POST", "/v1/runs/"+last.ID+"/cancel", "", 200, nil)
 	f.sched.Exit(sl, 137)
 	f.g.Driver().Pass(ctx)
-	if got = f.getRun(last.ID); got.State != runCancelled {
+	if got = f.getRun(last.ID); got.State != api.RunCancelled {
 		t.Errorf("one-step run whose step the cancel killed = %s, want cancelled", got.State)
 	}
 }
@@ -230,7 +231,7 @@ func TestDriversConcurrently(t *testing.T) {
 		for _, id := range runs {
 			var rec runRecord
 			getRecord(t.Context(), f.store, kindRun, id, &rec)
-			all = all && rec.State == runSucceeded
+			all = all && rec.State == api.RunSucceeded
 		}
 		if all {
 			break

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rodon-compute/rodon/api"
 )
 
 // TestRunRecordsHoldNoEnvValues: a run's environment values go to the
@@ -15,7 +17,7 @@ func TestRunRecordsHoldNoEnvValues(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
 	const marker = "envmark-gateway-5f0c2a"
-	var op Operation
+	var op api.Operation
 	f.do("key-editor", "POST", "/v1/runs", `{"workspace":"ws-main","steps":[`+
 		`{"args":["sh","-c","echo $SECRET"],"env":["SECRET=`+marker+`","MODE=fast"]},`+
 		`{"args":["true"]},`+
@@ -26,7 +28,7 @@ func TestRunRecordsHoldNoEnvValues(t *testing.T) {
 		f.sched.Exit(id, 0)
 		f.g.Driver().Pass(ctx)
 	}
-	if got := f.getRun(op.ID); got.State != runSucceeded {
+	if got := f.getRun(op.ID); got.State != api.RunSucceeded {
 		t.Fatalf("run = %s, want succeeded", got.State)
 	}
 	for i, want := range [][]string{{"SECRET=" + marker, "MODE=fast"}, nil, {"LATER=" + marker + "-later"}} {

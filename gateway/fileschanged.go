@@ -3,6 +3,8 @@ package gateway
 import (
 	"strconv"
 	"strings"
+
+	"github.com/rodon-compute/rodon/api"
 )
 
 // eventFilesChanged is the kind of the node's event sent once a step's
@@ -10,23 +12,12 @@ import (
 // ~summary.csv, -old.txt" (cluster.EventFilesChanged).
 const eventFilesChanged = "files_changed"
 
-// FilesChanged is what a step (or a run's steps together) changed in the
-// workspace, by slash-separated path relative to the workspace;
-// directories end in "/". More counts the changed paths the node did not
-// name (it names at most 20 per step).
-type FilesChanged struct {
-	Added    []string `json:"added"`
-	Modified []string `json:"modified"`
-	Removed  []string `json:"removed"`
-	More     int      `json:"more"`
-}
-
 // maxFilesNamed is how many paths a node names in one files_changed event
 // before ", and N more".
 const maxFilesNamed = 20
 
-func newFilesChanged() *FilesChanged {
-	return &FilesChanged{Added: []string{}, Modified: []string{}, Removed: []string{}}
+func newFilesChanged() *api.FilesChanged {
+	return &api.FilesChanged{Added: []string{}, Modified: []string{}, Removed: []string{}}
 }
 
 // parseFilesChanged reads a files_changed event: "no files changed", or
@@ -41,7 +32,7 @@ func newFilesChanged() *FilesChanged {
 // 20 paths were named; but a path
 // containing ", +", ", ~" or ", -" is read as two paths. Such names are
 // rare; the event's message keeps the node's text as it was.
-func parseFilesChanged(msg string) (*FilesChanged, bool) {
+func parseFilesChanged(msg string) (*api.FilesChanged, bool) {
 	out := newFilesChanged()
 	if msg == "no files changed" {
 		return out, true
@@ -102,8 +93,8 @@ func parseFilesChanged(msg string) (*FilesChanged, bool) {
 // by one step may be named by another). It is a union, not a net change:
 // a file added by one step and removed by a later one is in both Added
 // and Removed. Nil when no step has a files_changed event.
-func unionFilesChanged(steps []RunStep) *FilesChanged {
-	var out *FilesChanged
+func unionFilesChanged(steps []api.RunStep) *api.FilesChanged {
+	var out *api.FilesChanged
 	seen := map[string]bool{}
 	add := func(list *[]string, sign string, paths []string) {
 		for _, p := range paths {

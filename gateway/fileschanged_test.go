@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rodon-compute/rodon/api"
 )
 
 func TestParseFilesChanged(t *testing.T) {
@@ -14,7 +16,7 @@ func TestParseFilesChanged(t *testing.T) {
 		twenty = append(twenty, fmt.Sprintf("out/f%02d.csv", i))
 		twentyNamed = append(twentyNamed, fmt.Sprintf("+out/f%02d.csv", i))
 	}
-	fc := func(added, modified, removed []string, more int) *FilesChanged {
+	fc := func(added, modified, removed []string, more int) *api.FilesChanged {
 		out := newFilesChanged()
 		out.Added = append(out.Added, added...)
 		out.Modified = append(out.Modified, modified...)
@@ -25,7 +27,7 @@ func TestParseFilesChanged(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		in   string
-		want *FilesChanged // nil: not a files_changed message
+		want *api.FilesChanged // nil: not a files_changed message
 	}{
 		{"none", "no files changed", fc(nil, nil, nil, 0)},
 		{"one", "1 file changed: +chart.png", fc([]string{"chart.png"}, nil, nil, 0)},
@@ -61,19 +63,19 @@ func TestParseFilesChanged(t *testing.T) {
 }
 
 func TestUnionFilesChanged(t *testing.T) {
-	if got := unionFilesChanged([]RunStep{{}, {}}); got != nil {
+	if got := unionFilesChanged([]api.RunStep{{}, {}}); got != nil {
 		t.Errorf("unionFilesChanged(no events) = %+v, want nil", got)
 	}
-	steps := []RunStep{
-		{FilesChanged: &FilesChanged{Added: []string{"a.csv", "out/"}, Modified: []string{"m.txt"}, Removed: []string{}, More: 2}},
+	steps := []api.RunStep{
+		{FilesChanged: &api.FilesChanged{Added: []string{"a.csv", "out/"}, Modified: []string{"m.txt"}, Removed: []string{}, More: 2}},
 		{}, // no event
-		{FilesChanged: &FilesChanged{Added: []string{"out/", "b.png"}, Modified: []string{"a.csv", "m.txt"}, Removed: []string{"old.txt"}, More: 1}},
+		{FilesChanged: &api.FilesChanged{Added: []string{"out/", "b.png"}, Modified: []string{"a.csv", "m.txt"}, Removed: []string{"old.txt"}, More: 1}},
 	}
-	want := &FilesChanged{Added: []string{"a.csv", "out/", "b.png"}, Modified: []string{"m.txt", "a.csv"}, Removed: []string{"old.txt"}, More: 3}
+	want := &api.FilesChanged{Added: []string{"a.csv", "out/", "b.png"}, Modified: []string{"m.txt", "a.csv"}, Removed: []string{"old.txt"}, More: 3}
 	if diff := cmp.Diff(want, unionFilesChanged(steps)); diff != "" {
 		t.Errorf("unionFilesChanged mismatch (-want +got):\n%s", diff)
 	}
-	empty := unionFilesChanged([]RunStep{{FilesChanged: newFilesChanged()}})
+	empty := unionFilesChanged([]api.RunStep{{FilesChanged: newFilesChanged()}})
 	if diff := cmp.Diff(newFilesChanged(), empty); diff != "" {
 		t.Errorf("unionFilesChanged(no files changed) mismatch (-want +got):\n%s", diff)
 	}
@@ -97,14 +99,14 @@ func TestFilesChangedView(t *testing.T) {
 	f.sched.Start(s1)
 	f.sched.AddEvent(s1, eventFilesChanged, "2 files changed: ~chart.png, -data.csv")
 
-	var st RunStep
+	var st api.RunStep
 	f.do("viewer", "GET", "/v1/steps/"+s0, "", 200, &st)
-	want0 := &FilesChanged{Added: []string{"chart.png"}, Modified: []string{"data.csv"}, Removed: []string{}}
+	want0 := &api.FilesChanged{Added: []string{"chart.png"}, Modified: []string{"data.csv"}, Removed: []string{}}
 	if diff := cmp.Diff(want0, st.FilesChanged); diff != "" {
 		t.Errorf("step 0 files_changed mismatch (-want +got):\n%s", diff)
 	}
 	op := f.getRun(f.run)
-	want := &FilesChanged{Added: []string{"chart.png"}, Modified: []string{"data.csv", "chart.png"}, Removed: []string{"data.csv"}}
+	want := &api.FilesChanged{Added: []string{"chart.png"}, Modified: []string{"data.csv", "chart.png"}, Removed: []string{"data.csv"}}
 	if diff := cmp.Diff(want, op.FilesChanged); diff != "" {
 		t.Errorf("run files_changed mismatch (-want +got):\n%s", diff)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 	"github.com/rodon-compute/rodon/gateway/relay"
 	"github.com/rodon-compute/rodon/internal/testenv"
@@ -77,7 +78,7 @@ type cred struct {
 	person               bool
 }
 
-var personRoles = []Role{RoleViewer, RoleEditor, RoleAdmin, RoleOwner}
+var personRoles = []api.Role{api.RoleViewer, api.RoleEditor, api.RoleAdmin, api.RoleOwner}
 
 func newFixture(t *testing.T) *fixture {
 	return newFixtureWith(t, nil)
@@ -100,20 +101,20 @@ func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	f.g, f.h = g, g.Handler()
 	now := time.Now().UTC().Truncate(time.Second)
 	for _, ws := range []string{wsMain, wsOther} {
-		f.put(kindWorkspace, ws, Workspace{ID: ws, Name: ws, CreatedAt: now})
+		f.put(kindWorkspace, ws, api.Workspace{ID: ws, Name: ws, CreatedAt: now})
 	}
 	for _, r := range personRoles {
 		id := f.account(r.String()+"@example.com", r, nil)
 		f.creds[r.String()] = f.session(id)
 		f.creds["key-"+r.String()], _ = f.key(r, nil)
 	}
-	f.creds["other"] = f.session(f.account("other@example.com", RoleAdmin, []string{wsOther}))
-	f.editorID = f.account("target-editor@example.com", RoleEditor, nil)
-	f.viewerID = f.account("target-viewer@example.com", RoleViewer, nil)
-	_, f.targetKey = f.key(RoleViewer, nil)
-	f.put(kindSession, "sess-main", Session{ID: "sess-main", Workspace: wsMain, Title: "t", CreatedAt: now})
+	f.creds["other"] = f.session(f.account("other@example.com", api.RoleAdmin, []string{wsOther}))
+	f.editorID = f.account("target-editor@example.com", api.RoleEditor, nil)
+	f.viewerID = f.account("target-viewer@example.com", api.RoleViewer, nil)
+	_, f.targetKey = f.key(api.RoleViewer, nil)
+	f.put(kindSession, "sess-main", api.Session{ID: "sess-main", Workspace: wsMain, Title: "t", CreatedAt: now})
 
-	var op Operation
+	var op api.Operation
 	f.do("key-editor", "POST", "/v1/runs", `{"workspace":"ws-main","session":"sess-main","steps":[{"args":["true"]},{"args":["false"]}]}`, 201, &op)
 	f.run = op.ID
 	f.sched.Start(op.Steps[0].ID)
@@ -127,7 +128,7 @@ func (f *fixture) put(kind, id string, v any) {
 	}
 }
 
-func (f *fixture) account(email string, role Role, ws []string) string {
+func (f *fixture) account(email string, role api.Role, ws []string) string {
 	a := accountRecord{ID: accountID(email), Email: email, Role: role, Workspaces: ws, PasswordHash: testHash(), CreatedAt: time.Now().UTC().Truncate(time.Second),
 		Generation: "gen-" + email}
 	f.put(kindAccount, a.ID, a)
@@ -146,7 +147,7 @@ func (f *fixture) session(account string) cred {
 	return cred{cookie: tok, csrf: csrfToken(tok), person: true}
 }
 
-func (f *fixture) key(role Role, ws []string) (cred, string) {
+func (f *fixture) key(role api.Role, ws []string) (cred, string) {
 	id, secret := newID(prefixKey), randomString(52)
 	f.put(kindKey, id, keyRecord{ID: id, Name: "k", Role: role, Workspaces: ws, SecretHash: digest(secret), CreatedAt: time.Now().UTC()})
 	return cred{bearer: keyPrefix + strings.TrimPrefix(id, prefixKey) + "_" + secret}, id

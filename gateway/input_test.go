@@ -85,7 +85,7 @@ func FuzzDecodeRunRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var req runRequest
+		var req api.RunRequest
 		if err := decodeJSON(bytes.NewReader(b), &req, false); err != nil {
 			if _, ok := err.(*httpError); !ok {
 				t.Fatalf("decodeJSON(%q) = %T %v, want an *httpError", b, err, err)
@@ -105,11 +105,11 @@ func FuzzDecodeMemberRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var req createMemberRequest
-		if err := decodeJSON(bytes.NewReader(b), &req, false); err == nil && req.Role != RoleNone && (req.Role < RoleViewer || req.Role > RoleOwner) {
+		var req api.CreateMemberRequest
+		if err := decodeJSON(bytes.NewReader(b), &req, false); err == nil && req.Role != api.RoleNone && (req.Role < api.RoleViewer || req.Role > api.RoleOwner) {
 			t.Fatalf("decoded role %d out of range", req.Role)
 		}
-		var patch updateMemberRequest
+		var patch api.UpdateMemberRequest
 		decodeJSON(bytes.NewReader(b), &patch, false)
 	})
 }
@@ -117,7 +117,7 @@ func FuzzDecodeMemberRequest(f *testing.F) {
 func FuzzDecodeSigninRequest(f *testing.F) {
 	f.Add([]byte(`{"email":"a@b.c","password":"x"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var req signinRequest
+		var req api.SignInRequest
 		decodeJSON(bytes.NewReader(b), &req, false)
 	})
 }

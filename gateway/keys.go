@@ -4,19 +4,9 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rodon-compute/rodon/api"
 )
-
-type createKeyRequest struct {
-	Name       string   `json:"name"`
-	Role       Role     `json:"role"`
-	Workspaces []string `json:"workspaces"`
-}
-
-type createKeyResponse struct {
-	Key Key `json:"key"`
-	// Secret is the whole credential, rk_<id>_<secret>; it is shown once.
-	Secret string `json:"secret"`
-}
 
 func (g *Gateway) handleKeys(c *call) error {
 	pg, err := parsePage(c.r.URL.Query(), "keys")
@@ -27,7 +17,7 @@ func (g *Gateway) handleKeys(c *call) error {
 	if err != nil {
 		return err
 	}
-	out := make([]Key, 0, len(recs))
+	out := make([]api.Key, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, r.Value.public())
 	}
@@ -35,7 +25,7 @@ func (g *Gateway) handleKeys(c *call) error {
 }
 
 func (g *Gateway) handleCreateKey(c *call) error {
-	var req createKeyRequest
+	var req api.CreateKeyRequest
 	if err := c.decode(&req); err != nil {
 		return err
 	}
@@ -56,7 +46,7 @@ func (g *Gateway) handleCreateKey(c *call) error {
 	if _, err := putRecord(c.ctx, g.store, kindKey, id, 0, &k); err != nil {
 		return err
 	}
-	return c.json(http.StatusCreated, createKeyResponse{Key: k.public(),
+	return c.json(http.StatusCreated, api.CreateKeyAnswer{Key: k.public(),
 		Secret: keyPrefix + strings.TrimPrefix(id, prefixKey) + "_" + secret})
 }
 

@@ -64,19 +64,19 @@ var matrixRows = map[string]matrixRow{
 // whether they are a person.
 var matrixCreds = []struct {
 	name   string
-	role   Role
+	role   api.Role
 	person bool
 }{
-	{"none", RoleNone, false},
-	{"viewer", RoleViewer, true}, {"editor", RoleEditor, true}, {"admin", RoleAdmin, true}, {"owner", RoleOwner, true},
-	{"key-viewer", RoleViewer, false}, {"key-editor", RoleEditor, false}, {"key-admin", RoleAdmin, false}, {"key-owner", RoleOwner, false},
-	{"other", RoleAdmin, true},
+	{"none", api.RoleNone, false},
+	{"viewer", api.RoleViewer, true}, {"editor", api.RoleEditor, true}, {"admin", api.RoleAdmin, true}, {"owner", api.RoleOwner, true},
+	{"key-viewer", api.RoleViewer, false}, {"key-editor", api.RoleEditor, false}, {"key-admin", api.RoleAdmin, false}, {"key-owner", api.RoleOwner, false},
+	{"other", api.RoleAdmin, true},
 }
 
 // want is the status the matrix expects of credential c on rt.
-func (row matrixRow) want(rt route, name string, role Role, person bool) int {
+func (row matrixRow) want(rt route, name string, role api.Role, person bool) int {
 	switch {
-	case rt.least == RoleNone:
+	case rt.least == api.RoleNone:
 		return row.ok
 	case name == "none":
 		return http.StatusUnauthorized
@@ -147,7 +147,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 					t.Errorf("audit entries before the call changed:\n%s", cmp.Diff(before, after[:len(before)]))
 				}
 				wantEntries := 0
-				if rt.write() && (mc.name != "none" || rt.least == RoleNone) {
+				if rt.write() && (mc.name != "none" || rt.least == api.RoleNone) {
 					wantEntries = 1
 				}
 				if got := len(after) - len(before); got != wantEntries {
@@ -171,7 +171,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 
 func checkAuditEntry(t *testing.T, e api.AuditEntry, action string, w interface{ Result() *http.Response }) {
 	t.Helper()
-	var got auditEntry
+	var got api.AuditDocument
 	if err := json.Unmarshal(e.Entry, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func checkAuditEntry(t *testing.T, e api.AuditEntry, action string, w interface{
 func TestCSRF(t *testing.T) {
 	f := newFixture(t)
 	for _, rt := range f.g.routes {
-		if !rt.write() || rt.least == RoleNone {
+		if !rt.write() || rt.least == api.RoleNone {
 			continue
 		}
 		row := matrixRows[rt.pattern]

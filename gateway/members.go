@@ -2,19 +2,9 @@ package gateway
 
 import (
 	"net/http"
+
+	"github.com/rodon-compute/rodon/api"
 )
-
-type createMemberRequest struct {
-	Email      string   `json:"email"`
-	Password   string   `json:"password"`
-	Role       Role     `json:"role"`
-	Workspaces []string `json:"workspaces"`
-}
-
-type updateMemberRequest struct {
-	Role       *Role     `json:"role"`
-	Workspaces *[]string `json:"workspaces"`
-}
 
 func (g *Gateway) handleMembers(c *call) error {
 	pg, err := parsePage(c.r.URL.Query(), "members")
@@ -25,7 +15,7 @@ func (g *Gateway) handleMembers(c *call) error {
 	if err != nil {
 		return err
 	}
-	out := make([]Account, 0, len(recs))
+	out := make([]api.Account, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, r.Value.public())
 	}
@@ -34,24 +24,24 @@ func (g *Gateway) handleMembers(c *call) error {
 
 // checkGrant checks that the caller may give (or take) role: admins and
 // owners are made and unmade by owners only, and owners act everywhere.
-func checkGrant(p *principal, role Role, workspaces []string) error {
-	if role == RoleNone {
+func checkGrant(p *principal, role api.Role, workspaces []string) error {
+	if role == api.RoleNone {
 		return badRequest("field \"role\" is required: viewer, editor, admin or owner")
 	}
-	if role >= RoleAdmin && p.Role < RoleOwner {
+	if role >= api.RoleAdmin && p.Role < api.RoleOwner {
 		return forbidden("only an owner may grant or take the %s role", role)
 	}
 	if role > p.Role {
 		return forbidden("cannot grant %s: more than your own role %s", role, p.Role)
 	}
-	if role == RoleOwner && len(workspaces) > 0 {
+	if role == api.RoleOwner && len(workspaces) > 0 {
 		return badRequest("an owner cannot be limited to workspaces: leave \"workspaces\" empty")
 	}
 	return nil
 }
 
 func (g *Gateway) handleCreateMember(c *call) error {
-	var req createMemberRequest
+	var req api.CreateMemberRequest
 	if err := c.decode(&req); err != nil {
 		return err
 	}
@@ -99,7 +89,7 @@ func (g *Gateway) getAccount(c *call, id string) (accountRecord, uint64, error) 
 func (g *Gateway) ownerCount(c *call) (int, error) {
 	n := 0
 	err := eachRecord(c.ctx, g.store, kindAccount, "", func(r versioned[accountRecord]) (bool, error) {
-		if r.Value.Role == RoleOwner {
+		if r.Value.Role == api.RoleOwner {
 			n++
 		}
 		return n < 2, nil
@@ -112,7 +102,7 @@ func (g *Gateway) handleUpdateMember(c *call) error {
 	if err != nil {
 		return err
 	}
-	var req updateMemberRequest
+	var req api.UpdateMemberRequest
 	if err := c.decode(&req); err != nil {
 		return err
 	}
@@ -136,7 +126,7 @@ func (g *Gateway) handleUpdateMember(c *call) error {
 	if err := g.checkWorkspaceList(c, workspaces); err != nil {
 		return err
 	}
-	if a.Role == RoleOwner && role != RoleOwner {
+	if a.Role == api.RoleOwner && role != api.RoleOwner {
 		if n, err := g.ownerCount(c); err != nil {
 			return err
 		} else if n <= 1 {
@@ -163,7 +153,7 @@ func (g *Gateway) handleDeleteMember(c *call) error {
 	if err := checkGrant(c.p, a.Role, nil); err != nil {
 		return err
 	}
-	if a.Role == RoleOwner {
+	if a.Role == api.RoleOwner {
 		if n, err := g.ownerCount(c); err != nil {
 			return err
 		} else if n <= 1 {

@@ -57,10 +57,10 @@ func TestListsPaginate(t *testing.T) {
 	now := time.Now().UTC()
 	for i := range 5 {
 		id := fmt.Sprintf("ws-page%d", i)
-		f.put(kindWorkspace, id, Workspace{ID: id, Name: id, CreatedAt: now})
+		f.put(kindWorkspace, id, api.Workspace{ID: id, Name: id, CreatedAt: now})
 		sid := newTimeID(prefixSession, now.Add(time.Duration(i)*time.Second))
-		f.put(kindSession, sid, Session{ID: sid, Workspace: wsMain, CreatedAt: now})
-		f.key(RoleViewer, nil)
+		f.put(kindSession, sid, api.Session{ID: sid, Workspace: wsMain, CreatedAt: now})
+		f.key(api.RoleViewer, nil)
 	}
 	for range 4 {
 		f.newRun(1)
@@ -94,10 +94,10 @@ func TestListsPaginate(t *testing.T) {
 		})
 	}
 	// Runs are listed newest first.
-	var runs []Operation
+	var runs []api.Operation
 	f.do("owner", "GET", "/v1/runs", "", 200, &runs)
 	// (to the millisecond: run ids carry the time in milliseconds)
-	if !slices.IsSortedFunc(runs, func(a, b Operation) int {
+	if !slices.IsSortedFunc(runs, func(a, b api.Operation) int {
 		return b.CreatedAt.Truncate(time.Millisecond).Compare(a.CreatedAt.Truncate(time.Millisecond))
 	}) {
 		t.Errorf("runs are not newest first")
@@ -126,7 +126,7 @@ func (f *fixture) seedRuns(n int, ws string, from time.Time) {
 	for i := range n {
 		created := from.Add(time.Duration(i) * time.Second)
 		id := newTimeID(prefixRun, created)
-		run := runRecord{ID: id, Workspace: ws, State: runSucceeded, CreatedBy: Actor{Kind: "key", ID: "key-seed"},
+		run := runRecord{ID: id, Workspace: ws, State: api.RunSucceeded, CreatedBy: api.Actor{Kind: "key", ID: "key-seed"},
 			CreatedAt: created, EndedAt: created.Add(time.Second)}
 		for j := range 2 {
 			rs := runStepRecord{ID: stepID(id, j), Index: j, Spec: api.StepRequest{Image: "base", Args: []string{"python", "analyse.py", "--part", fmt.Sprint(j)}},
@@ -192,7 +192,7 @@ func TestRunsPageCost(t *testing.T) {
 		f.seedRuns(n/10, wsOther, base.Add(-time.Hour))
 		f.store.Now = func() time.Time { return base }
 		for i := range n {
-			e, _ := json.Marshal(auditEntry{Who: "acct-seed", Role: "editor", Credential: &credentialRef{Kind: "session", ID: "0123456789abcdef"},
+			e, _ := json.Marshal(api.AuditDocument{Who: "acct-seed", Role: "editor", Credential: &api.CredentialRef{Kind: "session", ID: "0123456789abcdef"},
 				Action: "run.create", Target: fmt.Sprintf("run-seed%08d", i), Result: "ok", Client: "192.0.2.1"})
 			f.store.AppendAudit(t.Context(), e)
 		}
@@ -257,7 +257,7 @@ func TestRunsPageLiveSteps(t *testing.T) {
 		t.Errorf("page of 54 runs, 4 live: %d scheduler reads, %d items; want 4 reads", c.schedulerReads, c.items)
 	}
 	// The list leaves events out; the run's page has them.
-	var ops []Operation
+	var ops []api.Operation
 	f.do("viewer", "GET", "/v1/runs?limit=100", "", 200, &ops)
 	for _, op := range ops {
 		for _, s := range op.Steps {

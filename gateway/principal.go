@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rodon-compute/rodon/api"
 )
 
 // Credential names.
@@ -24,11 +26,11 @@ const (
 // principal is an authenticated caller: a person signed in with the
 // cookie, or an API key.
 type principal struct {
-	actor Actor
-	Role  Role
+	actor api.Actor
+	Role  api.Role
 	// Workspaces limits the caller; empty is every workspace.
 	Workspaces []string
-	cred       credentialRef
+	cred       api.CredentialRef
 	// cookie is set for a person signed in with the cookie; csrf is then
 	// the token their writes must carry.
 	cookie  bool
@@ -97,8 +99,8 @@ func (g *Gateway) authenticateKey(ctx context.Context, tok string) (*principal, 
 		}
 	}
 	return &principal{
-		actor: Actor{Kind: "key", ID: k.ID}, Role: k.Role, Workspaces: k.Workspaces,
-		cred: credentialRef{Kind: "key", ID: k.ID}, key: &k,
+		actor: api.Actor{Kind: "key", ID: k.ID}, Role: k.Role, Workspaces: k.Workspaces,
+		cred: api.CredentialRef{Kind: "key", ID: k.ID}, key: &k,
 	}, nil
 }
 
@@ -133,8 +135,8 @@ func (g *Gateway) authenticateSession(ctx context.Context, tok string) (*princip
 		return nil, unauthorized("the member was changed or removed since this sign-in: sign in again")
 	}
 	return &principal{
-		actor: Actor{Kind: "account", ID: a.ID}, Role: a.Role, Workspaces: a.Workspaces,
-		cred: credentialRef{Kind: "session", ID: sessionRef(sid)}, cookie: true, csrf: csrfToken(tok), account: &a,
+		actor: api.Actor{Kind: "account", ID: a.ID}, Role: a.Role, Workspaces: a.Workspaces,
+		cred: api.CredentialRef{Kind: "session", ID: sessionRef(sid)}, cookie: true, csrf: csrfToken(tok), account: &a,
 	}, nil
 }
 

@@ -174,7 +174,7 @@ func releaseRun(ctx context.Context, store Store, ws, by, run string) error {
 }
 
 // queuedStates are the scheduler's states of a step no node has started.
-var queuedStates = []string{"queued", "placed"}
+var queuedStates = []string{api.StepQueued, api.StepPlaced}
 
 // checkQueued refuses a new run when the live runs of counter id have
 // quota steps queued already. With fewer live runs than the quota there

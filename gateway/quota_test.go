@@ -57,7 +57,7 @@ func TestQuotaLiveRuns(t *testing.T) {
 	}
 	// The refusal is audited with its code; the counter holds the runs.
 	entries := f.store.AuditAll()
-	var last auditEntry
+	var last api.AuditDocument
 	json.Unmarshal(entries[len(entries)-2].Entry, &last)
 	if last.Action != "run.create" || last.Result != api.CodeQuotaExceeded {
 		t.Errorf("refused run's audit entry = %+v, want run.create with result quota_exceeded", last)
@@ -83,9 +83,9 @@ func TestQuotaLiveRuns(t *testing.T) {
 // creator) has so many steps no node started.
 func TestQuotaQueuedSteps(t *testing.T) {
 	f := quotaFixture(t, Quotas{LiveRunsPerWorkspace: 100, LiveRunsPerPrincipal: 100, QueuedStepsPerWorkspace: 2, QueuedStepsPerPrincipal: 100})
-	var ops []Operation
+	var ops []api.Operation
 	for range 2 {
-		var op Operation
+		var op api.Operation
 		f.do("editor", "POST", "/v1/runs", `{"workspace":"ws-main","steps":[{"args":["true"]}]}`, 201, &op)
 		ops = append(ops, op)
 	}

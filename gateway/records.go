@@ -12,9 +12,9 @@ import (
 
 // accountRecord is a person (kind "account", id accountID(email)).
 type accountRecord struct {
-	ID    string `json:"id"`
-	Email string `json:"email"`
-	Role  Role   `json:"role"`
+	ID    string   `json:"id"`
+	Email string   `json:"email"`
+	Role  api.Role `json:"role"`
 	// Workspaces limits the member to these workspaces; empty is all.
 	Workspaces   []string  `json:"workspaces,omitempty"`
 	PasswordHash string    `json:"password_hash"`
@@ -30,7 +30,7 @@ type accountRecord struct {
 type keyRecord struct {
 	ID         string   `json:"id"`
 	Name       string   `json:"name"`
-	Role       Role     `json:"role"`
+	Role       api.Role `json:"role"`
 	Workspaces []string `json:"workspaces,omitempty"`
 	// SecretHash is the hex SHA-256 of the key's secret part.
 	SecretHash string    `json:"secret_hash"`
@@ -63,7 +63,7 @@ type runRecord struct {
 	Workspace string          `json:"workspace"`
 	Session   string          `json:"session,omitempty"`
 	State     string          `json:"state"`
-	CreatedBy Actor           `json:"created_by"`
+	CreatedBy api.Actor       `json:"created_by"`
 	CreatedAt time.Time       `json:"created_at"`
 	EndedAt   time.Time       `json:"ended_at,omitzero"`
 	Steps     []runStepRecord `json:"steps"`
@@ -96,14 +96,6 @@ type runIndexRecord struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Run states.
-const (
-	runRunning   = "running"
-	runSucceeded = "succeeded"
-	runFailed    = "failed"
-	runCancelled = "cancelled"
-)
-
 // runStepRecord is one step of a run.
 type runStepRecord struct {
 	ID    string          `json:"id"`
@@ -118,9 +110,9 @@ type runStepRecord struct {
 	// sandbox cleaned up and its cancel settled, or viewSettle after it
 	// ended): from then on reading the run never asks the scheduler for
 	// the step again, and the step may leave the scheduler's state.
-	View    *RunStep  `json:"view,omitempty"`
-	Final   bool      `json:"final,omitempty"`
-	EndedAt time.Time `json:"ended_at,omitzero"`
+	View    *api.RunStep `json:"view,omitempty"`
+	Final   bool         `json:"final,omitempty"`
+	EndedAt time.Time    `json:"ended_at,omitzero"`
 }
 
 // Run step statuses.
@@ -134,7 +126,7 @@ const (
 // settled reports whether the run is over and its cancel, if any, settled:
 // nothing is left for the Driver to do.
 func (r *runRecord) settled() bool {
-	if r.State == runRunning || r.Cancel != nil && r.Cancel.ConfirmedAt.IsZero() && r.Cancel.Unverified == "" {
+	if r.State == api.RunRunning || r.Cancel != nil && r.Cancel.ConfirmedAt.IsZero() && r.Cancel.Unverified == "" {
 		return false
 	}
 	for _, s := range r.Steps {

@@ -27,8 +27,8 @@ func TestRunPageSurvivesCompaction(t *testing.T) {
 	f.sched.AddEvent(s0, eventEgressDenied, "egress denied: 169.254.169.254:80, metadata, 3 packets")
 	f.sched.AddEvent(s0, eventFilesChanged, "2 files changed: +chart.png, ~summary.csv")
 	f.sched.Exit(s0, 0)
-	live := map[string]RunStep{}
-	var step0, step1 RunStep
+	live := map[string]api.RunStep{}
+	var step0, step1 api.RunStep
 	f.do("viewer", "GET", "/v1/steps/"+s0, "", 200, &step0)
 	live[s0] = step0
 	f.g.Driver().Pass(ctx)
@@ -52,7 +52,7 @@ func TestRunPageSurvivesCompaction(t *testing.T) {
 		t.Fatalf("settled run's marker = %v, want it deleted", err)
 	}
 	before := f.getRun(op.ID)
-	if before.State != runFailed || len(before.Errors) != 1 || before.FilesChanged == nil || before.Steps[1].Cleanup != "done" {
+	if before.State != api.RunFailed || len(before.Errors) != 1 || before.FilesChanged == nil || before.Steps[1].Cleanup != "done" {
 		t.Fatalf("run = %+v, want failed with one error, files changed, step 1 cleaned up", before)
 	}
 	for _, id := range []string{s0, s1} {
@@ -64,7 +64,7 @@ func TestRunPageSurvivesCompaction(t *testing.T) {
 		t.Errorf("run page after compaction (-before +after):\n%s", diff)
 	}
 	for i, id := range []string{s0, s1} {
-		var got RunStep
+		var got api.RunStep
 		f.do("viewer", "GET", "/v1/steps/"+id, "", 200, &got)
 		if diff := cmp.Diff(live[id], got); diff != "" {
 			t.Errorf("step %d after compaction, against what the scheduler showed (-live +kept):\n%s", i, diff)
@@ -84,7 +84,7 @@ func TestRunPageSurvivesCompaction(t *testing.T) {
 	before = f.getRun(op.ID)
 	f.sched.Compact(op.Steps[0].ID)
 	after = f.getRun(op.ID)
-	if before.State != runCancelled || before.Cancel == nil || before.Cancel.ConfirmedAt.IsZero() || !cmp.Equal(before, after) {
+	if before.State != api.RunCancelled || before.Cancel == nil || before.Cancel.ConfirmedAt.IsZero() || !cmp.Equal(before, after) {
 		t.Errorf("cancelled run before %+v and after compaction %+v: want cancelled, confirmed, the same", before, after)
 	}
 }
@@ -99,7 +99,7 @@ func TestViewBounds(t *testing.T) {
 	for range maxSteps {
 		steps = append(steps, `{"args":["true"]}`)
 	}
-	var op Operation
+	var op api.Operation
 	f.do("key-editor", "POST", "/v1/runs", `{"workspace":"ws-main","steps":[`+join(steps)+`]}`, 201, &op)
 	for _, s := range op.Steps {
 		f.sched.Start(s.ID)
@@ -118,7 +118,7 @@ func TestViewBounds(t *testing.T) {
 	}
 	var run runRecord
 	json.Unmarshal(rec.Value, &run)
-	if run.State != runSucceeded {
+	if run.State != api.RunSucceeded {
 		t.Fatalf("run = %s, want succeeded", run.State)
 	}
 	first := run.Steps[0].View
@@ -200,7 +200,7 @@ func TestRetention(t *testing.T) {
 	if n := f.store.Count(kindRunExpiry); n != 2 {
 		t.Errorf("%d retention entries left, want 2 (the live run's and the young one's)", n)
 	}
-	var runs []Operation
+	var runs []api.Operation
 	f.do("key-viewer", "GET", "/v1/runs", "", 200, &runs)
 	if len(runs) != 2 {
 		t.Errorf("list after retention has %d runs, want 2", len(runs))

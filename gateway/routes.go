@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/httpapi"
 )
 
@@ -16,7 +17,7 @@ type route struct {
 	pattern string
 	// least is the least role that may call it; RoleNone needs no
 	// credential (sign-in).
-	least Role
+	least api.Role
 	// person refuses API keys: the route acts as a person (sign-out,
 	// members, keys).
 	person bool
@@ -37,34 +38,34 @@ func (rt route) write() bool { return !strings.HasPrefix(rt.pattern, "GET ") }
 // tested for every credential.
 func (g *Gateway) routeTable() []route {
 	return []route{
-		{pattern: "POST /v1/auth/signin", least: RoleNone, action: "auth.signin", handle: g.handleSignin},
-		{pattern: "POST /v1/auth/signout", least: RoleViewer, person: true, action: "auth.signout", handle: g.handleSignout},
-		{pattern: "GET /v1/me", least: RoleViewer, handle: g.handleMe},
+		{pattern: "POST /v1/auth/signin", least: api.RoleNone, action: "auth.signin", handle: g.handleSignin},
+		{pattern: "POST /v1/auth/signout", least: api.RoleViewer, person: true, action: "auth.signout", handle: g.handleSignout},
+		{pattern: "GET /v1/me", least: api.RoleViewer, handle: g.handleMe},
 
-		{pattern: "GET /v1/workspaces", least: RoleViewer, handle: g.handleWorkspaces},
-		{pattern: "POST /v1/workspaces", least: RoleAdmin, org: true, action: "workspace.create", handle: g.handleCreateWorkspace},
+		{pattern: "GET /v1/workspaces", least: api.RoleViewer, handle: g.handleWorkspaces},
+		{pattern: "POST /v1/workspaces", least: api.RoleAdmin, org: true, action: "workspace.create", handle: g.handleCreateWorkspace},
 
-		{pattern: "GET /v1/members", least: RoleAdmin, person: true, org: true, handle: g.handleMembers},
-		{pattern: "POST /v1/members", least: RoleAdmin, person: true, org: true, action: "member.create", handle: g.handleCreateMember},
-		{pattern: "PATCH /v1/members/{id}", least: RoleAdmin, person: true, org: true, action: "member.update", handle: g.handleUpdateMember},
-		{pattern: "DELETE /v1/members/{id}", least: RoleAdmin, person: true, org: true, action: "member.delete", handle: g.handleDeleteMember},
+		{pattern: "GET /v1/members", least: api.RoleAdmin, person: true, org: true, handle: g.handleMembers},
+		{pattern: "POST /v1/members", least: api.RoleAdmin, person: true, org: true, action: "member.create", handle: g.handleCreateMember},
+		{pattern: "PATCH /v1/members/{id}", least: api.RoleAdmin, person: true, org: true, action: "member.update", handle: g.handleUpdateMember},
+		{pattern: "DELETE /v1/members/{id}", least: api.RoleAdmin, person: true, org: true, action: "member.delete", handle: g.handleDeleteMember},
 
-		{pattern: "GET /v1/keys", least: RoleAdmin, person: true, org: true, handle: g.handleKeys},
-		{pattern: "POST /v1/keys", least: RoleAdmin, person: true, org: true, action: "key.create", handle: g.handleCreateKey},
-		{pattern: "DELETE /v1/keys/{id}", least: RoleAdmin, person: true, org: true, action: "key.delete", handle: g.handleDeleteKey},
+		{pattern: "GET /v1/keys", least: api.RoleAdmin, person: true, org: true, handle: g.handleKeys},
+		{pattern: "POST /v1/keys", least: api.RoleAdmin, person: true, org: true, action: "key.create", handle: g.handleCreateKey},
+		{pattern: "DELETE /v1/keys/{id}", least: api.RoleAdmin, person: true, org: true, action: "key.delete", handle: g.handleDeleteKey},
 
-		{pattern: "POST /v1/sessions", least: RoleEditor, action: "session.create", handle: g.handleCreateSession},
-		{pattern: "GET /v1/sessions", least: RoleViewer, handle: g.handleSessions},
+		{pattern: "POST /v1/sessions", least: api.RoleEditor, action: "session.create", handle: g.handleCreateSession},
+		{pattern: "GET /v1/sessions", least: api.RoleViewer, handle: g.handleSessions},
 
-		{pattern: "POST /v1/runs", least: RoleEditor, action: "run.create", handle: g.handleCreateRun},
-		{pattern: "GET /v1/runs", least: RoleViewer, handle: g.handleRuns},
-		{pattern: "GET /v1/runs/{id}", least: RoleViewer, handle: g.handleRun},
-		{pattern: "POST /v1/runs/{id}/cancel", least: RoleEditor, action: "run.cancel", handle: g.handleCancelRun},
-		{pattern: "GET /v1/steps/{id}", least: RoleViewer, handle: g.handleStep},
-		{pattern: "GET /v1/steps/{id}/stream", least: RoleViewer, handle: g.handleStream},
+		{pattern: "POST /v1/runs", least: api.RoleEditor, action: "run.create", handle: g.handleCreateRun},
+		{pattern: "GET /v1/runs", least: api.RoleViewer, handle: g.handleRuns},
+		{pattern: "GET /v1/runs/{id}", least: api.RoleViewer, handle: g.handleRun},
+		{pattern: "POST /v1/runs/{id}/cancel", least: api.RoleEditor, action: "run.cancel", handle: g.handleCancelRun},
+		{pattern: "GET /v1/steps/{id}", least: api.RoleViewer, handle: g.handleStep},
+		{pattern: "GET /v1/steps/{id}/stream", least: api.RoleViewer, handle: g.handleStream},
 
-		{pattern: "GET /v1/audit", least: RoleAdmin, org: true, handle: g.handleAudit},
-		{pattern: "POST /v1/audit/drop", least: RoleOwner, person: true, org: true, action: "audit.drop", handle: g.handleDropAudit},
+		{pattern: "GET /v1/audit", least: api.RoleAdmin, org: true, handle: g.handleAudit},
+		{pattern: "POST /v1/audit/drop", least: api.RoleOwner, person: true, org: true, action: "audit.drop", handle: g.handleDropAudit},
 	}
 }
 
@@ -92,7 +93,7 @@ type call struct {
 	target string
 	// who, role and cred override the audit's caller (sign-in sets them).
 	auditWho, auditRole string
-	auditCred           *credentialRef
+	auditCred           *api.CredentialRef
 	// audited is set by a handler that recorded the call itself.
 	audited bool
 }
@@ -137,7 +138,7 @@ func (g *Gateway) serveRoute(rt route) http.Handler {
 
 // authorize sets c.p and checks that it may call rt.
 func (g *Gateway) authorize(c *call, rt route) error {
-	if rt.least == RoleNone {
+	if rt.least == api.RoleNone {
 		return nil
 	}
 	p, err := g.authenticate(c.ctx, c.r)
@@ -174,40 +175,6 @@ func isWebsocket(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
-// auditEntry is the gateway's audit document (api.AuditEntry.Entry); the
-// scheduler adds the time and sequence number.
-type auditEntry struct {
-	// Who is the account or key id; empty for a failed sign-in of an
-	// unknown email.
-	Who        string         `json:"who"`
-	Role       string         `json:"role,omitempty"`
-	Credential *credentialRef `json:"credential,omitempty"`
-	Action     string         `json:"action"`
-	Target     string         `json:"target,omitempty"`
-	// Result is "ok" or the error code answered.
-	Result string `json:"result"`
-	Client string `json:"client"`
-	// Input is what a terminal received (terminal.close).
-	Input *inputStats `json:"input,omitempty"`
-}
-
-// inputStats is what one stream sent to a step's terminal: bytes of
-// stdin, stdin messages, resizes, and how long the stream was open.
-type inputStats struct {
-	Bytes    int64   `json:"bytes"`
-	Messages int64   `json:"messages"`
-	Resizes  int64   `json:"resizes"`
-	Seconds  float64 `json:"seconds"`
-}
-
-// credentialRef names a credential, never its secret: kind is password,
-// session or key; id the sign-in session's id (a prefix of its digest) or
-// the key's id.
-type credentialRef struct {
-	Kind string `json:"kind"`
-	ID   string `json:"id,omitempty"`
-}
-
 // audit appends the audit entry of c. A failure cannot undo the write: it
 // is logged and counted.
 func (g *Gateway) audit(c *call, action, result string) {
@@ -215,8 +182,8 @@ func (g *Gateway) audit(c *call, action, result string) {
 }
 
 // auditDoc is c's audit document.
-func (g *Gateway) auditDoc(c *call, action, result string) auditEntry {
-	e := auditEntry{Action: action, Target: c.target, Result: result, Client: clientAddr(c.r).String()}
+func (g *Gateway) auditDoc(c *call, action, result string) api.AuditDocument {
+	e := api.AuditDocument{Action: action, Target: c.target, Result: result, Client: clientAddr(c.r).String()}
 	if c.p != nil {
 		e.Who, e.Role, e.Credential = c.p.actor.ID, c.p.Role.String(), &c.p.cred
 	}
@@ -227,7 +194,7 @@ func (g *Gateway) auditDoc(c *call, action, result string) auditEntry {
 }
 
 // appendAudit appends e for call c.
-func (g *Gateway) appendAudit(c *call, e auditEntry) {
+func (g *Gateway) appendAudit(c *call, e api.AuditDocument) {
 	action, result := e.Action, e.Result
 	b, _ := json.Marshal(e)
 	// The write is done even when the client went away: audit it anyway.

@@ -31,17 +31,11 @@ const (
 // images are the step images a run may ask for.
 var images = []string{"base", "python"}
 
-type runRequest struct {
-	Workspace string     `json:"workspace"`
-	Session   string     `json:"session"`
-	Steps     []StepSpec `json:"steps"`
-}
-
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // stepRequest checks spec (step i of a run) and returns the scheduler's
 // request for it, without id and workspace.
-func stepRequest(i int, spec StepSpec) (api.StepRequest, error) {
+func stepRequest(i int, spec api.StepSpec) (api.StepRequest, error) {
 	field := func(name string) string { return fmt.Sprintf("steps[%d].%s", i, name) }
 	req := api.StepRequest{Image: spec.Image, Args: spec.Args, Env: spec.Env, CPU: spec.CPU,
 		Timeout: spec.Timeout, NoInternet: spec.NoInternet, TTY: spec.TTY}
@@ -150,7 +144,7 @@ func parseSize(s string) (int64, error) {
 }
 
 func (g *Gateway) handleCreateRun(c *call) error {
-	var req runRequest
+	var req api.RunRequest
 	if err := c.decode(&req); err != nil {
 		return err
 	}
@@ -161,7 +155,7 @@ func (g *Gateway) handleCreateRun(c *call) error {
 		if !validID(req.Session, prefixSession) {
 			return badRequest("field \"session\" %q: want a session id such as sess-%s", req.Session, strings.Repeat("a", idLen))
 		}
-		var s Session
+		var s api.Session
 		if _, err := getRecord(c.ctx, g.store, kindSession, req.Session, &s); err != nil || s.Workspace != req.Workspace {
 			if err == nil || IsNotFound(err) {
 				return notFound("no session %s in workspace %s", req.Session, req.Workspace)
@@ -173,7 +167,7 @@ func (g *Gateway) handleCreateRun(c *call) error {
 		return badRequest("field \"steps\": want 1 to %d steps, got %d", maxSteps, len(req.Steps))
 	}
 	now := g.now()
-	run := runRecord{ID: newTimeID(prefixRun, now), Workspace: req.Workspace, Session: req.Session, State: runRunning,
+	run := runRecord{ID: newTimeID(prefixRun, now), Workspace: req.Workspace, Session: req.Session, State: api.RunRunning,
 		CreatedBy: c.p.actor, CreatedAt: now}
 	for i, spec := range req.Steps {
 		sr, err := stepRequest(i, spec)
@@ -265,17 +259,17 @@ func (g *Gateway) handleRuns(c *call) error {
 			return err
 		}
 	}
-	if state != "" && !slices.Contains([]string{runRunning, runSucceeded, runFailed, runCancelled}, state) {
+	if state != "" && !slices.Contains([]string{api.RunRunning, api.RunSucceeded, api.RunFailed, api.RunCancelled}, state) {
 		return badRequest("query parameter state %q: want running, succeeded, failed or cancelled", truncateText(state, 40))
 	}
 	if session != "" {
 		if !validID(session, prefixSession) {
 			return badRequest("query parameter session %q: want a session id", truncateText(session, 40))
 		}
-		var s Session
+		var s api.Session
 		if _, err := getRecord(c.ctx, g.store, kindSession, session, &s); err != nil || !c.p.canSee(s.Workspace) || ws != "" && s.Workspace != ws {
 			if err == nil || IsNotFound(err) {
-				return c.page("runs", []Operation{}, position{})
+				return c.page("runs", []api.Operation{}, position{})
 			}
 			return err
 		}
@@ -302,7 +296,7 @@ func (g *Gateway) handleRuns(c *call) error {
 	if err != nil {
 		return err
 	}
-	out := make([]Operation, len(runs))
+	out := make([]api.Operation, len(runs))
 	// Each run on the page reads at most its live step from the
 	// scheduler; ended steps are in the run record.
 	forEachLimit(c.ctx, indexes(len(runs)), 8, func(ctx context.Context, i int) error {
@@ -381,7 +375,7 @@ func (g *Gateway) handleCancelRun(c *call) error {
 		if run.Cancel != nil {
 			break // a repeated cancel is a no-op
 		}
-		if run.State != runRunning {
+		if run.State != api.RunRunning {
 			return conflict("run %s ended already (%s)", id, run.State)
 		}
 		run.Cancel = &api.Cancel{RequestedAt: g.now()}
@@ -410,10 +404,10 @@ func (g *Gateway) handleCancelRun(c *call) error {
 // full is for a run's own page: its steps' events, and ended steps whose
 // view is not final yet read again from the scheduler. Lists leave events
 // out (the run's page has them).
-func (g *Gateway) operation(ctx context.Context, run *runRecord, full bool) Operation {
-	op := Operation{ID: run.ID, Workspace: run.Workspace, Session: run.Session, State: run.State,
+func (g *Gateway) operation(ctx context.Context, run *runRecord, full bool) api.Operation {
+	op := api.Operation{ID: run.ID, Workspace: run.Workspace, Session: run.Session, State: run.State,
 		CreatedBy: run.CreatedBy, CreatedAt: run.CreatedAt, EndedAt: run.EndedAt,
-		Steps: make([]RunStep, 0, len(run.Steps)), Errors: slices.Clone(orEmpty(run.Errors))}
+		Steps: make([]api.RunStep, 0, len(run.Steps)), Errors: slices.Clone(orEmpty(run.Errors))}
 	if run.Cancel != nil {
 		cc := *run.Cancel
 		op.Cancel = &cc
@@ -442,7 +436,7 @@ func (g *Gateway) operation(ctx context.Context, run *runRecord, full bool) Oper
 // was never submitted), else from the scheduler. fresh reads an ended
 // step whose view is not final again (falling back on the record's when
 // the scheduler no longer has it).
-func (g *Gateway) stepView(ctx context.Context, rs runStepRecord, fresh bool) (RunStep, error) {
+func (g *Gateway) stepView(ctx context.Context, rs runStepRecord, fresh bool) (api.RunStep, error) {
 	switch {
 	case rs.Status != stepSubmitted && rs.Status != stepEnded:
 		return runStepView(rs, nil), nil
@@ -455,7 +449,7 @@ func (g *Gateway) stepView(ctx context.Context, rs runStepRecord, fresh bool) (R
 			return withRecord(rs, rs.View), nil
 		}
 		v := runStepView(rs, nil)
-		v.State = "unknown"
+		v.State = api.StepUnknown
 		if !IsNotFound(err) {
 			g.log.Warn("read step", "step_id", rs.ID, "error", err)
 		}
@@ -514,7 +508,7 @@ func (g *Gateway) handleStream(c *call) error {
 	if err := g.awaitNode(c.r.Context(), rs.ID); err != nil {
 		return err
 	}
-	interactive := rs.Spec.TTY && c.p.Role >= RoleEditor
+	interactive := rs.Spec.TTY && c.p.Role >= api.RoleEditor
 	st := relay.Stream{StepID: rs.ID, From: from, Interactive: interactive,
 		Check: func(ctx context.Context) error { return g.recheck(ctx, c.r, run.Workspace, interactive) }}
 	if interactive {
@@ -523,7 +517,7 @@ func (g *Gateway) handleStream(c *call) error {
 		st.Opened = func() { g.audit(c, "terminal.open", "ok") }
 		st.Closed = func(in relay.Input) {
 			e := g.auditDoc(c, "terminal.close", "ok")
-			e.Input = &inputStats{Bytes: in.Bytes, Messages: in.Messages, Resizes: in.Resizes, Seconds: in.Open.Round(time.Millisecond).Seconds()}
+			e.Input = &api.TerminalInput{Bytes: in.Bytes, Messages: in.Messages, Resizes: in.Resizes, Seconds: in.Open.Round(time.Millisecond).Seconds()}
 			g.appendAudit(c, e)
 		}
 	}
@@ -542,18 +536,18 @@ func (g *Gateway) recheck(ctx context.Context, r *http.Request, ws string, inter
 	switch {
 	case errors.As(err, &he) && he.Status == http.StatusUnauthorized:
 		g.metrics.streamsRevoked.Inc()
-		return &relay.Revoked{Code: relay.CloseUnauthorized, Reason: he.Message}
+		return &relay.Revoked{Code: api.CloseUnauthorized, Reason: he.Message}
 	case err != nil:
 		return err
 	case p == nil:
 		g.metrics.streamsRevoked.Inc()
-		return &relay.Revoked{Code: relay.CloseUnauthorized, Reason: "no credential: sign in again"}
+		return &relay.Revoked{Code: api.CloseUnauthorized, Reason: "no credential: sign in again"}
 	case !p.canSee(ws):
 		g.metrics.streamsRevoked.Inc()
-		return &relay.Revoked{Code: relay.CloseForbidden, Reason: "you may no longer read this workspace"}
-	case interactive && p.Role < RoleEditor:
+		return &relay.Revoked{Code: api.CloseForbidden, Reason: "you may no longer read this workspace"}
+	case interactive && p.Role < api.RoleEditor:
 		g.metrics.streamsRevoked.Inc()
-		return &relay.Revoked{Code: relay.CloseForbidden, Reason: "you may no longer write to this terminal"}
+		return &relay.Revoked{Code: api.CloseForbidden, Reason: "you may no longer write to this terminal"}
 	}
 	return nil
 }
@@ -571,7 +565,7 @@ func (g *Gateway) awaitNode(ctx context.Context, id string) error {
 		return err
 	}
 	deadline := time.Now().Add(streamStartWait)
-	for st.State == "queued" || st.State == "placed" {
+	for st.State == api.StepQueued || st.State == api.StepPlaced {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return conflict("step %s is %s: its stream opens once a node starts it; retry", id, st.State)

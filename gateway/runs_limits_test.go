@@ -13,7 +13,7 @@ import (
 // scheduler's request, checked against the one table; absent ones stay
 // zero for the scheduler's defaults.
 func TestStepRequestLimits(t *testing.T) {
-	base := StepSpec{Args: []string{"true"}}
+	base := api.StepSpec{Args: []string{"true"}}
 	req, err := stepRequest(0, base)
 	if err != nil || req.Pids != 0 || req.WorkspaceBytes != 0 || req.OutputBytes != 0 || req.Timeout != 0 {
 		t.Fatalf("stepRequest(no limits) = %+v, %v; want zeros (the scheduler's defaults)", req, err)
@@ -25,15 +25,15 @@ func TestStepRequestLimits(t *testing.T) {
 		t.Fatalf("stepRequest(limits) = %+v, %v", req, err)
 	}
 	for _, tc := range []struct {
-		mut  func(*StepSpec)
+		mut  func(*api.StepSpec)
 		want string
 	}{
-		{func(s *StepSpec) { s.Pids = cluster.MaxLimits.Pids + 1 }, `steps[0].pids`},
-		{func(s *StepSpec) { s.Pids = -1 }, `steps[0].pids`},
-		{func(s *StepSpec) { s.Timeout = api.Duration(25 * time.Hour) }, `steps[0].timeout`},
-		{func(s *StepSpec) { s.WorkspaceSize = "65Gi" }, `steps[0].workspace_size`},
-		{func(s *StepSpec) { s.OutputCap = "1Ki" }, `steps[0].output_cap`},
-		{func(s *StepSpec) { s.OutputCap = "lots" }, `steps[0].output_cap`},
+		{func(s *api.StepSpec) { s.Pids = cluster.MaxLimits.Pids + 1 }, `steps[0].pids`},
+		{func(s *api.StepSpec) { s.Pids = -1 }, `steps[0].pids`},
+		{func(s *api.StepSpec) { s.Timeout = api.Duration(25 * time.Hour) }, `steps[0].timeout`},
+		{func(s *api.StepSpec) { s.WorkspaceSize = "65Gi" }, `steps[0].workspace_size`},
+		{func(s *api.StepSpec) { s.OutputCap = "1Ki" }, `steps[0].output_cap`},
+		{func(s *api.StepSpec) { s.OutputCap = "lots" }, `steps[0].output_cap`},
 	} {
 		s := base
 		tc.mut(&s)

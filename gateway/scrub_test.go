@@ -3,6 +3,8 @@ package gateway
 import (
 	"strings"
 	"testing"
+
+	"github.com/rodon-compute/rodon/api"
 )
 
 func TestScrub(t *testing.T) {
@@ -95,7 +97,7 @@ func TestStepView(t *testing.T) {
 	f.sched.AddEvent(id, eventEgressDenied, "egress denied: 10.0.0.3:22, private, 2 packets")
 	f.sched.AddEvent(id, eventEgressDenied, "egress denied: 169.254.169.254:80, metadata, 5 packets")
 	f.sched.AddEvent(id, "warning", "slow disk on node-secret-7")
-	var v RunStep
+	var v api.RunStep
 	w := f.do("viewer", "GET", "/v1/steps/"+id, "", 200, &v)
 	if v.Denied["metadata"] != 5 || v.Denied["private"] != 2 || len(v.Denied) != 2 {
 		t.Errorf("denied = %v, want metadata 5, private 2", v.Denied)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/gateway/relay"
 )
 
@@ -17,7 +18,7 @@ func (f *fixture) signIn(name, email, password string) {
 	if w.Code != 200 {
 		f.t.Fatalf("sign in %s = %d %s", email, w.Code, w.Body)
 	}
-	var out signinResponse
+	var out api.SignInAnswer
 	json.Unmarshal(w.Body.Bytes(), &out)
 	for _, ck := range w.Result().Cookies() {
 		if ck.Name == cookieName {
@@ -34,7 +35,7 @@ func (f *fixture) signIn(name, email, password string) {
 func TestMemberDeletedAndReinvited(t *testing.T) {
 	f := newFixture(t)
 	const email, pw = "mallory@example.com", "mallory's long password"
-	var a Account
+	var a api.Account
 	f.do("owner", "POST", "/v1/members", `{"email":"`+email+`","password":"`+pw+`","role":"viewer"}`, 201, &a)
 	f.signIn("mallory", email, pw)
 	f.do("mallory", "GET", "/v1/me", "", 200, nil)
@@ -53,14 +54,14 @@ func TestMemberDeletedAndReinvited(t *testing.T) {
 	}
 	f.do("mallory", "GET", "/v1/members", "", 401, nil)
 	var rv *relay.Revoked
-	if err := st.Check(t.Context()); !errors.As(err, &rv) || rv.Code != relay.CloseUnauthorized {
+	if err := st.Check(t.Context()); !errors.As(err, &rv) || rv.Code != api.CloseUnauthorized {
 		t.Errorf("stream check after the delete = %v, want Revoked 4401", err)
 	}
 	// The stale sign-in record is gone; a new sign-in has the new role.
 	f.signIn("mallory2", email, "another long password")
-	var me meResponse
+	var me api.Me
 	f.do("mallory2", "GET", "/v1/me", "", 200, &me)
-	if me.Role != RoleAdmin {
+	if me.Role != api.RoleAdmin {
 		t.Errorf("new sign-in role = %s, want admin", me.Role)
 	}
 }
@@ -76,7 +77,7 @@ func TestMemberChangeEndsSessions(t *testing.T) {
 	f.do("admin", "PATCH", "/v1/members/"+f.editorID, `{"workspaces":["ws-other"]}`, 200, nil)
 	f.do("target", "GET", "/v1/me", "", 401, nil)
 	var rv *relay.Revoked
-	if err := st.Check(t.Context()); !errors.As(err, &rv) || rv.Code != relay.CloseUnauthorized {
+	if err := st.Check(t.Context()); !errors.As(err, &rv) || rv.Code != api.CloseUnauthorized {
 		t.Errorf("stream check after the change = %v, want Revoked 4401", err)
 	}
 	if v := f.metric("rodon_gateway_streams_revoked_total"); v != 1 {
@@ -88,7 +89,7 @@ func TestMemberChangeEndsSessions(t *testing.T) {
 // next check; a key that still may read goes on.
 func TestStreamRecheckKey(t *testing.T) {
 	f := newFixture(t)
-	c, id := f.key(RoleViewer, nil)
+	c, id := f.key(api.RoleViewer, nil)
 	f.creds["k"] = c
 	f.do("k", "GET", "/v1/steps/"+stepID(f.run, 0)+"/stream", "", 200, nil)
 	st := f.stream.stream()
@@ -97,7 +98,7 @@ func TestStreamRecheckKey(t *testing.T) {
 	}
 	f.do("admin", "DELETE", "/v1/keys/"+id, "", 204, nil)
 	var rv *relay.Revoked
-	if err := st.Check(t.Context()); !errors.As(err, &rv) || rv.Code != relay.CloseUnauthorized {
+	if err := st.Check(t.Context()); !errors.As(err, &rv) || rv.Code != api.CloseUnauthorized {
 		t.Errorf("check after the key's delete = %v, want Revoked 4401", err)
 	}
 	// A store that does not answer is not a refusal.
@@ -114,7 +115,7 @@ func TestStreamRecheckKey(t *testing.T) {
 // stream that takes no input is not.
 func TestTerminalInputAudited(t *testing.T) {
 	f := newFixture(t)
-	var op Operation
+	var op api.Operation
 	f.do("editor", "POST", "/v1/runs", `{"workspace":"ws-main","steps":[{"args":["/bin/bash"],"tty":true}]}`, 201, &op)
 	f.sched.Start(op.Steps[0].ID)
 	before := f.store.AuditLen()
@@ -130,7 +131,7 @@ func TestTerminalInputAudited(t *testing.T) {
 	if len(entries) != 2 {
 		t.Fatalf("%d audit entries, want open and close", len(entries))
 	}
-	var open, closed auditEntry
+	var open, closed api.AuditDocument
 	json.Unmarshal(entries[0].Entry, &open)
 	json.Unmarshal(entries[1].Entry, &closed)
 	who := accountID("editor@example.com")
@@ -138,7 +139,7 @@ func TestTerminalInputAudited(t *testing.T) {
 		t.Errorf("open entry = %+v, want terminal.open by %s on %s", open, who, op.Steps[0].ID)
 	}
 	if closed.Action != "terminal.close" || closed.Who != who || closed.Input == nil ||
-		*closed.Input != (inputStats{Bytes: 1234, Messages: 56, Resizes: 2, Seconds: 3}) {
+		*closed.Input != (api.TerminalInput{Bytes: 1234, Messages: 56, Resizes: 2, Seconds: 3}) {
 		t.Errorf("close entry = %+v (input %+v), want terminal.close by %s with 1234 bytes in 56 messages", closed, closed.Input, who)
 	}
 	// A viewer's stream of the same step takes no input: no entry.

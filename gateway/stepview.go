@@ -17,15 +17,15 @@ const eventEgressDenied = "egress_denied"
 // runStepView is step rs as the API shows it. st is the scheduler's
 // record, nil when the step was never submitted; known are the node names
 // and addresses to scrub besides st.Node.
-func runStepView(rs runStepRecord, st *api.Step, known ...string) RunStep {
-	out := RunStep{
+func runStepView(rs runStepRecord, st *api.Step, known ...string) api.RunStep {
+	out := api.RunStep{
 		ID: rs.ID, Index: rs.Index, Args: rs.Spec.Args, Image: rs.Spec.Image, TTY: rs.Spec.TTY,
 		Events: []api.Event{}, Denied: map[string]int64{}, Retry: retryRule(rs.Spec.Idempotent),
 	}
 	if st == nil {
-		out.State = "pending"
+		out.State = api.StepPending
 		if rs.Status == stepSkipped {
-			out.State = "cancelled"
+			out.State = api.StepCancelled
 		}
 		return out
 	}
@@ -66,11 +66,11 @@ func runStepView(rs runStepRecord, st *api.Step, known ...string) RunStep {
 	}
 	switch {
 	case !st.Phases.CleanedUp.IsZero():
-		out.Cleanup = "done"
+		out.Cleanup = api.CleanupDone
 	case st.Terminal() && st.Phases.Created.IsZero():
-		out.Cleanup = "done" // no sandbox was made
+		out.Cleanup = api.CleanupDone // no sandbox was made
 	case !st.Phases.Created.IsZero():
-		out.Cleanup = "pending"
+		out.Cleanup = api.CleanupPending
 	}
 	if st.Attempts > 1 {
 		out.Retry += "; placed " + strconv.Itoa(st.Attempts) + " times"
@@ -124,7 +124,7 @@ const (
 // keep in the run record: bounded, and without what the record holds
 // already (id, index, args, image, tty, retry), which withRecord puts
 // back.
-func keptView(rs runStepRecord, st *api.Step, known []string) *RunStep {
+func keptView(rs runStepRecord, st *api.Step, known []string) *api.RunStep {
 	v := runStepView(rs, st, known...)
 	v.ID, v.Index, v.Args, v.Image, v.TTY, v.Retry = "", 0, nil, "", false, ""
 	v.Reason = truncateUTF8(v.Reason, maxViewText)
@@ -142,7 +142,7 @@ func keptView(rs runStepRecord, st *api.Step, known []string) *RunStep {
 
 // withRecord is a kept view as the API shows it: with what its run record
 // holds put back.
-func withRecord(rs runStepRecord, kept *RunStep) RunStep {
+func withRecord(rs runStepRecord, kept *api.RunStep) api.RunStep {
 	v := *kept
 	v.ID, v.Index, v.Args, v.Image, v.TTY = rs.ID, rs.Index, rs.Spec.Args, rs.Spec.Image, rs.Spec.TTY
 	v.Retry = retryRule(rs.Spec.Idempotent)

@@ -10,20 +10,16 @@ import (
 	"github.com/rodon-compute/rodon/api"
 )
 
-type createWorkspaceRequest struct {
-	Name string `json:"name"`
-}
-
 func (g *Gateway) handleWorkspaces(c *call) error {
 	pg, err := parsePage(c.r.URL.Query(), "workspaces")
 	if err != nil {
 		return err
 	}
-	recs, next, err := scanPage(c.ctx, g.store, kindWorkspace, "", pg, func(r *versioned[Workspace]) bool { return c.p.canSee(r.Value.ID) })
+	recs, next, err := scanPage(c.ctx, g.store, kindWorkspace, "", pg, func(r *versioned[api.Workspace]) bool { return c.p.canSee(r.Value.ID) })
 	if err != nil {
 		return err
 	}
-	out := make([]Workspace, 0, len(recs))
+	out := make([]api.Workspace, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, r.Value)
 	}
@@ -31,14 +27,14 @@ func (g *Gateway) handleWorkspaces(c *call) error {
 }
 
 func (g *Gateway) handleCreateWorkspace(c *call) error {
-	var req createWorkspaceRequest
+	var req api.CreateWorkspaceRequest
 	if err := c.decode(&req); err != nil {
 		return err
 	}
 	if err := checkName("name", req.Name); err != nil {
 		return err
 	}
-	ws := Workspace{ID: newID(prefixWorkspace), Name: req.Name, CreatedAt: g.now()}
+	ws := api.Workspace{ID: newID(prefixWorkspace), Name: req.Name, CreatedAt: g.now()}
 	c.target = ws.ID
 	if _, err := putRecord(c.ctx, g.store, kindWorkspace, ws.ID, 0, &ws); err != nil {
 		return err
@@ -56,7 +52,7 @@ func (g *Gateway) checkWorkspace(c *call, field, ws string) error {
 	if !c.p.canSee(ws) {
 		return forbidden("%s %s is not a member of workspace %s", c.p.actor.Kind, c.p.actor.ID, ws)
 	}
-	var w Workspace
+	var w api.Workspace
 	if _, err := getRecord(c.ctx, g.store, kindWorkspace, ws, &w); err != nil {
 		if IsNotFound(err) {
 			return notFound("no workspace %s", ws)
@@ -77,13 +73,8 @@ func (g *Gateway) checkWorkspaceList(c *call, list []string) error {
 	return nil
 }
 
-type createSessionRequest struct {
-	Workspace string `json:"workspace"`
-	Title     string `json:"title"`
-}
-
 func (g *Gateway) handleCreateSession(c *call) error {
-	var req createSessionRequest
+	var req api.CreateSessionRequest
 	if err := c.decode(&req); err != nil {
 		return err
 	}
@@ -93,7 +84,7 @@ func (g *Gateway) handleCreateSession(c *call) error {
 	if utf8.RuneCountInString(req.Title) > 200 || !utf8.ValidString(req.Title) {
 		return badRequest("field \"title\": want at most 200 characters")
 	}
-	s := Session{ID: newTimeID(prefixSession, g.now()), Workspace: req.Workspace, Title: req.Title, CreatedBy: c.p.actor, CreatedAt: g.now()}
+	s := api.Session{ID: newTimeID(prefixSession, g.now()), Workspace: req.Workspace, Title: req.Title, CreatedBy: c.p.actor, CreatedAt: g.now()}
 	c.target = s.ID
 	if _, err := putRecord(c.ctx, g.store, kindSession, s.ID, 0, &s); err != nil {
 		return err
@@ -112,13 +103,13 @@ func (g *Gateway) handleSessions(c *call) error {
 	if err != nil {
 		return err
 	}
-	recs, next, err := scanPage(c.ctx, g.store, kindSession, "", pg, func(r *versioned[Session]) bool {
+	recs, next, err := scanPage(c.ctx, g.store, kindSession, "", pg, func(r *versioned[api.Session]) bool {
 		return c.p.canSee(r.Value.Workspace) && (ws == "" || r.Value.Workspace == ws)
 	})
 	if err != nil {
 		return err
 	}
-	out := make([]Session, 0, len(recs))
+	out := make([]api.Session, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, r.Value)
 	}
@@ -165,21 +156,12 @@ func (g *Gateway) handleAudit(c *call) error {
 	return c.page("audit", entries, next)
 }
 
-type dropAuditRequest struct {
-	// Before drops the entries whose seq is less than it.
-	Before uint64 `json:"before"`
-}
-
-type dropAuditResponse struct {
-	Dropped uint64 `json:"dropped"`
-}
-
 // handleDropAudit drops the audit entries before a seq, through the
 // scheduler, which appends an entry saying so and naming the caller (the
 // gateway's audit document of this call, as "by"): that entry is the
 // drop's audit.
 func (g *Gateway) handleDropAudit(c *call) error {
-	var req dropAuditRequest
+	var req api.AuditDropRequest
 	if err := c.decode(&req); err != nil {
 		return err
 	}
@@ -193,5 +175,5 @@ func (g *Gateway) handleDropAudit(c *call) error {
 		return err
 	}
 	c.audited = true
-	return c.json(http.StatusOK, dropAuditResponse{Dropped: n})
+	return c.json(http.StatusOK, api.AuditDropAnswer{Dropped: n})
 }

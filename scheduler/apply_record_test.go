@@ -33,20 +33,16 @@ func audit(entry string, sec int) AuditAppend {
 	return AuditAppend{Entry: raw(entry), At: at(sec)}
 }
 
-// TestRecordCommandTypes pins the numbers of the record store's log entry
-// types, which are in every stored Raft log, and checks that package
-// cluster has not taken them for something else.
+// TestRecordCommandTypes pins the numbers and names of the record store's
+// log entry types, which are in every stored Raft log.
 func TestRecordCommandTypes(t *testing.T) {
-	for n, c := range map[cluster.CommandType]cluster.Command{16: RecordPut{}, 17: RecordDelete{}, 18: AuditAppend{}} {
+	for n, c := range map[cluster.CommandType]cluster.Command{16: RecordPut{}, 17: RecordDelete{}, 18: AuditAppend{}, 24: AuditDrop{}} {
 		if c.CommandType() != n || c.CommandType().Ignorable() {
 			t.Errorf("%T.CommandType() = %d, want %d, not ignorable", c, c.CommandType(), n)
 		}
-		name := recordCommandNames[n]
-		if s := n.String(); s != fmt.Sprintf("command_%d", n) && s != name {
-			t.Errorf("cluster names type %d %q, which is the scheduler's %q: renumber one of them", n, s, name)
-		}
-		if got := typeName(n); got != name || name == "" {
-			t.Errorf("typeName(%d) = %q, want %q", n, got, name)
+		want := map[cluster.CommandType]string{16: "record_put", 17: "record_delete", 18: "audit_append", 24: "audit_drop"}[n]
+		if got := n.String(); got != want {
+			t.Errorf("CommandType(%d).String() = %q, want %q", n, got, want)
 		}
 	}
 }
@@ -92,9 +88,9 @@ func TestApplyRecords(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res := f.apply(t, tc.cmd)
 			err, _ := res.(error)
-			checkErr(t, "apply "+typeName(tc.cmd.CommandType()), err, tc.wantErr)
+			checkErr(t, "apply "+tc.cmd.CommandType().String(), err, tc.wantErr)
 			if err != nil && !strings.Contains(err.Error(), tc.msg) {
-				t.Errorf("apply %s = %q, want it to say %q", typeName(tc.cmd.CommandType()), err, tc.msg)
+				t.Errorf("apply %s = %q, want it to say %q", tc.cmd.CommandType().String(), err, tc.msg)
 			}
 			if p, ok := tc.cmd.(RecordPut); ok && err == nil {
 				r, ok := res.(*Record)
@@ -144,9 +140,9 @@ func TestApplyRecordsInvalid(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := f.applyErr(t, tc.cmd)
-			checkErr(t, "apply "+typeName(tc.cmd.CommandType()), err, ErrInvalid)
+			checkErr(t, "apply "+tc.cmd.CommandType().String(), err, ErrInvalid)
 			if !strings.Contains(err.Error(), tc.msg) {
-				t.Errorf("apply %s = %q, want it to say %q", typeName(tc.cmd.CommandType()), err, tc.msg)
+				t.Errorf("apply %s = %q, want it to say %q", tc.cmd.CommandType().String(), err, tc.msg)
 			}
 		})
 	}

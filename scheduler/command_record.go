@@ -7,34 +7,6 @@ import (
 	"github.com/rodon-compute/rodon/cluster"
 )
 
-// Log entry types of the record store and the audit log, appended after
-// cluster's own (1-15) and, like them, never renumbered or reused. They
-// live here rather than in package cluster because only the scheduler
-// reads or writes them; cluster.CommandType.String does not name them
-// (typeName does).
-const (
-	CmdRecordPut    cluster.CommandType = 16
-	CmdRecordDelete cluster.CommandType = 17
-	CmdAuditAppend  cluster.CommandType = 18
-	// 19-23 are cluster's.
-	CmdAuditDrop cluster.CommandType = 24
-)
-
-var recordCommandNames = map[cluster.CommandType]string{
-	CmdRecordPut:    "record_put",
-	CmdRecordDelete: "record_delete",
-	CmdAuditAppend:  "audit_append",
-	CmdAuditDrop:    "audit_drop",
-}
-
-// typeName names a log entry type, the record store's included.
-func typeName(t cluster.CommandType) string {
-	if s, ok := recordCommandNames[t]; ok {
-		return s
-	}
-	return t.String()
-}
-
 // RecordPut creates or replaces the record Kind/ID by compare-and-set:
 // Version 0 creates it and fails with ErrExists if it exists; Version N
 // replaces version N and fails with ErrVersionMismatch otherwise (also
@@ -75,13 +47,13 @@ type AuditDrop struct {
 }
 
 // CommandType implements cluster.Command.
-func (AuditDrop) CommandType() cluster.CommandType { return CmdAuditDrop }
+func (AuditDrop) CommandType() cluster.CommandType { return cluster.CmdAuditDrop }
 
 // CommandType implements cluster.Command.
-func (RecordPut) CommandType() cluster.CommandType { return CmdRecordPut }
+func (RecordPut) CommandType() cluster.CommandType { return cluster.CmdRecordPut }
 
 // CommandType implements cluster.Command.
-func (RecordDelete) CommandType() cluster.CommandType { return CmdRecordDelete }
+func (RecordDelete) CommandType() cluster.CommandType { return cluster.CmdRecordDelete }
 
 // CommandType implements cluster.Command.
-func (AuditAppend) CommandType() cluster.CommandType { return CmdAuditAppend }
+func (AuditAppend) CommandType() cluster.CommandType { return cluster.CmdAuditAppend }

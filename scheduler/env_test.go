@@ -212,7 +212,7 @@ func TestEnvValuesAreWriteOnly(t *testing.T) {
 	for _, m := range c.members {
 		for _, path := range []string{
 			"/healthz", "/metrics", "/v1/members", "/v1/snapshot", "/v1/nodes", "/v1/nodes/n1",
-			"/v1/steps", "/v1/steps?state=placed", "/v1/steps?node=n1", "/v1/steps?consistent",
+			"/v1/steps", "/v1/steps?state=placed", "/v1/steps?node=n1", "/v1/steps?limit=1",
 			"/v1/records/run", "/v1/records/run/r1", "/v1/audit",
 		} {
 			answers.Write(c.get(m.url() + path))

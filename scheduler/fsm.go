@@ -89,13 +89,13 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyStartTimeout(idx, decode[cluster.StartTimeout](l))
 	case cluster.CmdCompactSteps:
 		return st.applyCompactSteps(idx, decode[cluster.CompactSteps](l))
-	case CmdRecordPut:
+	case cluster.CmdRecordPut:
 		return st.applyRecordPut(idx, decode[RecordPut](l))
-	case CmdRecordDelete:
+	case cluster.CmdRecordDelete:
 		return st.applyRecordDelete(idx, decode[RecordDelete](l))
-	case CmdAuditAppend:
+	case cluster.CmdAuditAppend:
 		return st.applyAuditAppend(idx, decode[AuditAppend](l))
-	case CmdAuditDrop:
+	case cluster.CmdAuditDrop:
 		return st.applyAuditDrop(idx, decode[AuditDrop](l))
 	default:
 		if t.Ignorable() {
@@ -110,7 +110,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 func decode[T any](l *raft.Log) *T {
 	c := new(T)
 	if err := json.Unmarshal(l.Data[1:], c); err != nil {
-		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", typeName(cluster.CommandType(l.Data[0])), l.Index, err))
+		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", cluster.CommandType(l.Data[0]), l.Index, err))
 	}
 	return c
 }

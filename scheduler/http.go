@@ -80,21 +80,11 @@ func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 // error, which becomes the error document.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// read serves a read from this member's state once it applied what it
-// knows to be committed; with ?consistent it is forwarded to the leader,
-// which confirms its leadership first (a linearizable read).
+// read serves a read from this member's state once it applied what the
+// leader knows to be committed (catchUp: a linearizable read).
 func (s *Server) read(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := r.URL.Query()["consistent"]; ok {
-			if !s.raft.IsLeader() {
-				s.forward(w, r)
-				return
-			}
-			if err := s.raft.Barrier(r.Context()); err != nil {
-				writeError(w, errorOf(err))
-				return
-			}
-		} else if err := s.catchUp(r.Context()); err != nil {
+		if err := s.catchUp(r.Context()); err != nil {
 			writeError(w, err)
 			return
 		}

@@ -100,7 +100,7 @@ func (r *Raft) Apply(ctx context.Context, cmd cluster.Command) (any, error) {
 	}
 	f := ra.Apply(b, r.timeout(ctx))
 	if err := r.wait(ctx, f); err != nil {
-		return nil, fmt.Errorf("apply %s: %w", typeName(cmd.CommandType()), raftErr(ra, err))
+		return nil, fmt.Errorf("apply %s: %w", cmd.CommandType(), raftErr(ra, err))
 	}
 	if err, ok := f.Response().(error); ok {
 		return nil, err

@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -215,6 +216,62 @@ func TestNDJSONShutdown(t *testing.T) {
 	case <-got:
 	case <-time.After(5 * time.Second):
 		t.Fatal("follower did not end when the server stopped")
+	}
+}
+
+// TestUpgradeGetsNDJSON: there is no websocket mode; a request asking to
+// upgrade gets the frames as NDJSON like any other.
+func TestUpgradeGetsNDJSON(t *testing.T) {
+	e := newEnv(t, nil)
+	want := e.finished("done", 2)
+	req, _ := http.NewRequest("GET", e.url("/v1/steps/done/stream"), nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-Websocket-Version", "13")
+	req.Header.Set("Sec-Websocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/x-ndjson" {
+		t.Fatalf("upgrade request = %s %q, want 200 application/x-ndjson", resp.Status, ct)
+	}
+	got, err := decodeLines(resp.Body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := diffFrames(want, got); diff != "" {
+		t.Errorf("frames (-want +got):\n%s", diff)
+	}
+}
+
+// TestStreamRemoved ends a follower of a log removed before its exit frame
+// so that it does not mistake it for a complete stream.
+func TestStreamRemoved(t *testing.T) {
+	e := newEnv(t, nil)
+	lg := e.create("doomed")
+	write(t, lg.Stdout(), "x\n")
+	resp, err := http.Get(e.url("/v1/steps/doomed/stream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make(chan struct{})
+	ndjson := make(chan error, 1)
+	go func() {
+		frames, err := decodeLines(resp.Body, func(api.Frame) { close(first) })
+		if err == nil {
+			err = fmt.Errorf("clean end after %d frames", len(frames))
+		}
+		ndjson <- err
+	}()
+	<-first
+	if err := e.logs.Remove("doomed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ndjson; err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
+		t.Errorf("NDJSON follower of a removed log ended with %v, want unexpected EOF", err)
 	}
 }
 

@@ -6,13 +6,11 @@
 //
 // The frames are the api.Frame values of the step's log in the node's
 // logstore, starting after frame N (default 0, the start) and, while
-// following (the default), going on live until the exit frame. A websocket
-// upgrade gets one text message per frame and a close frame at the end; any
-// other request gets the frames as newline-delimited JSON
-// (application/x-ndjson), flushed as they come. Bad requests are refused
-// with an api.Error body and the matching HTTP status, or, on a websocket,
-// with a close frame whose code and reason say what was wrong (see
-// CloseBadRequest and CloseNotFound).
+// following (the default), going on live until the exit frame, as
+// newline-delimited JSON (application/x-ndjson), flushed as they come. Bad
+// requests are refused with an api.Error body and the matching HTTP status.
+// There is no websocket mode: the gateway's relay, schedctl and the
+// benchmarks read NDJSON (a websocket upgrade request gets NDJSON too).
 package stream
 
 import (
@@ -23,57 +21,32 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/httpapi"
 )
 
-// Close codes of a websocket stream besides the standard ones (1000 after
-// the last frame, 1001 when the agent stops, 1003 when the client sends a
-// message, 1011 on an internal error). They are 4000 plus the HTTP status
-// of the same error on a plain request.
-const (
-	CloseBadRequest = 4400
-	CloseNotFound   = 4404
-)
-
 // Config configures a Handler.
 type Config struct {
-	// PingInterval is how often a websocket client is pinged; PongWait how
-	// long the handler waits for any message (a pong) before it gives the
-	// client up. PongWait must exceed PingInterval.
-	PingInterval time.Duration
-	PongWait     time.Duration
-	// WriteWait bounds each write to a client (websocket or NDJSON).
+	// WriteWait bounds each write to a client.
 	WriteWait time.Duration
-	// CloseWait is how long the handler waits for the client to answer its
-	// close frame.
-	CloseWait time.Duration
 }
 
 // DefaultConfig returns the configuration agentd serves with.
 func DefaultConfig() Config {
-	return Config{
-		PingInterval: 20 * time.Second,
-		PongWait:     60 * time.Second,
-		WriteWait:    10 * time.Second,
-		CloseWait:    time.Second,
-	}
+	return Config{WriteWait: 10 * time.Second}
 }
 
-// Handler serves step streams from a logstore. It starts a goroutine per
-// websocket connection, which ends before ServeHTTP returns. Requests end
-// when their context does; the server should cancel its BaseContext on
-// shutdown, since http.Server.Shutdown does not wait for websockets.
+// Handler serves step streams from a logstore. It starts no goroutine.
+// Requests end when their context does; the server should cancel its
+// BaseContext on shutdown, since a following stream lasts until the step
+// exits.
 type Handler struct {
-	cfg      Config
-	logs     *logstore.Store
-	logger   *slog.Logger
-	mux      *http.ServeMux
-	upgrader websocket.Upgrader
+	cfg    Config
+	logs   *logstore.Store
+	logger *slog.Logger
+	mux    *http.ServeMux
 }
 
 // New returns a Handler of the streams in logs.
@@ -81,22 +54,14 @@ func New(cfg Config, logs *logstore.Store, logger *slog.Logger) (*Handler, error
 	switch {
 	case logs == nil:
 		return nil, errors.New("stream handler: no log store")
-	case cfg.PingInterval <= 0 || cfg.WriteWait <= 0 || cfg.CloseWait <= 0:
-		return nil, fmt.Errorf("stream handler config: ping interval %v, write wait %v and close wait %v must be positive", cfg.PingInterval, cfg.WriteWait, cfg.CloseWait)
-	case cfg.PongWait <= cfg.PingInterval:
-		return nil, fmt.Errorf("stream handler config: pong wait %v must exceed the ping interval %v", cfg.PongWait, cfg.PingInterval)
+	case cfg.WriteWait <= 0:
+		return nil, fmt.Errorf("stream handler config: write wait %v must be positive", cfg.WriteWait)
 	}
 	h := &Handler{
 		cfg:    cfg,
 		logs:   logs,
 		logger: logger.With("component", "stream"),
 		mux:    http.NewServeMux(),
-	}
-	h.upgrader = websocket.Upgrader{
-		HandshakeTimeout: cfg.WriteWait,
-		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
-			writeError(w, status, api.CodeBadRequest, "websocket handshake: "+reason.Error())
-		},
 	}
 	h.mux.HandleFunc("GET /v1/steps/{id}/stream", h.serveStream)
 	h.mux.HandleFunc("/v1/steps/{id}/stream", func(w http.ResponseWriter, r *http.Request) {
@@ -125,10 +90,6 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	if fail != nil && fail.status == http.StatusInternalServerError {
 		h.logger.Error("open stream", "step", id, "error", err)
-	}
-	if websocket.IsWebSocketUpgrade(r) {
-		h.serveWebsocket(w, r, id, rd, fail)
-		return
 	}
 	if fail != nil {
 		writeError(w, fail.status, fail.code, fail.message)
@@ -162,21 +123,20 @@ var errBadQuery = errors.New("bad query")
 
 // requestError is a refused request as the client sees it.
 type requestError struct {
-	status    int
-	code      string
-	closeCode int
-	message   string
+	status  int
+	code    string
+	message string
 }
 
 func classify(id cluster.StepID, err error) *requestError {
 	switch {
 	case errors.Is(err, logstore.ErrNotFound):
-		return &requestError{http.StatusNotFound, api.CodeNotFound, CloseNotFound,
+		return &requestError{http.StatusNotFound, api.CodeNotFound,
 			fmt.Sprintf("no output of step %s on this node: the step never ran here, or its output is past retention", id)}
 	case errors.Is(err, logstore.ErrBadFrom), errors.Is(err, errBadQuery):
-		return &requestError{http.StatusBadRequest, api.CodeBadRequest, CloseBadRequest, err.Error()}
+		return &requestError{http.StatusBadRequest, api.CodeBadRequest, err.Error()}
 	}
-	return &requestError{http.StatusInternalServerError, api.CodeInternal, websocket.CloseInternalServerErr,
+	return &requestError{http.StatusInternalServerError, api.CodeInternal,
 		fmt.Sprintf("cannot read the output of step %s; see the agent's log", id)}
 }
 

@@ -11,14 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/gorilla/websocket"
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/api"
@@ -130,8 +127,6 @@ func (e *env) frames(id cluster.StepID, from int64) []api.Frame {
 
 func (e *env) url(path string) string { return e.srv.URL + path }
 
-func (e *env) wsURL(path string) string { return "ws" + strings.TrimPrefix(e.srv.URL, "http") + path }
-
 // getNDJSON reads a whole NDJSON response.
 func getNDJSON(t *testing.T, url string) []api.Frame {
 	t.Helper()
@@ -173,52 +168,6 @@ func decodeLines(r io.Reader, each func(api.Frame)) ([]api.Frame, error) {
 	return out, sc.Err()
 }
 
-// dial opens a websocket stream.
-func dial(t *testing.T, url string) *websocket.Conn {
-	t.Helper()
-	conn, resp, err := websocket.DefaultDialer.DialContext(t.Context(), url, nil)
-	if err != nil {
-		t.Fatalf("dial %s: %v (response %v)", url, err, resp)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-// readWS reads frames until the server closes and returns them with the
-// close error.
-func readWS(t *testing.T, conn *websocket.Conn) ([]api.Frame, *websocket.CloseError) {
-	t.Helper()
-	frames, ce, err := readWSErr(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return frames, ce
-}
-
-// readWSErr is readWS for goroutines other than the test's.
-func readWSErr(conn *websocket.Conn) ([]api.Frame, *websocket.CloseError, error) {
-	var out []api.Frame
-	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		kind, b, err := conn.ReadMessage()
-		if err != nil {
-			var ce *websocket.CloseError
-			if !errors.As(err, &ce) {
-				return out, nil, fmt.Errorf("read after %d frames: %w, want a close frame", len(out), err)
-			}
-			return out, ce, nil
-		}
-		if kind != websocket.TextMessage {
-			return out, nil, fmt.Errorf("message type %d, want text", kind)
-		}
-		var f api.Frame
-		if err := json.Unmarshal(b, &f); err != nil {
-			return out, nil, fmt.Errorf("decode message %q: %w", b, err)
-		}
-		out = append(out, f)
-	}
-}
-
 // diffFrames is cmp.Diff(want, got), with a fast path for equal frames
 // (cmp compares large byte slices element by element).
 func diffFrames(want, got []api.Frame) string {
@@ -236,13 +185,6 @@ func diffFrames(want, got []api.Frame) string {
 		}
 	}
 	return cmp.Diff(want, got, cmpopts.EquateEmpty())
-}
-
-// countGoroutines counts the goroutines whose stack mentions fn.
-func countGoroutines(fn string) int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), fn+"(")
 }
 
 // checkNoGoroutines fails t if a goroutine running code of this package is

@@ -16,7 +16,7 @@ type deadlines struct{ read, write time.Duration }
 
 // serverTimeouts are the agent's HTTP timeouts. Step streams are long-lived
 // and have none of these: they bound each write themselves (the stream
-// package's WriteWait) and find a silent websocket client with pings.
+// package's WriteWait).
 type serverTimeouts struct {
 	// header bounds reading a request's header; idle how long a
 	// keep-alive connection waits for its next request.
@@ -56,8 +56,8 @@ func withDeadlines(d deadlines, h http.Handler) http.Handler {
 }
 
 // newAgentServer returns the agent's HTTP server for handler: its requests'
-// context ends with ctx (streams end when the agent stops; Shutdown does
-// not wait for websockets).
+// context ends with ctx (streams end when the agent stops; Shutdown would
+// wait for a following stream until its step exits).
 func newAgentServer(ctx context.Context, handler http.Handler, t serverTimeouts, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/rodon-compute/rodon/api"
 )
 
 // readBuffer is the pump's read-ahead from the upstream; a frame longer
@@ -90,10 +92,10 @@ func (s *session) fatalOpen(p *pumpState, from uint64, err error) *end {
 	if !p.opened && p.last == from {
 		// The browser asked for something the node does not have.
 		if errors.Is(err, ErrNotFound) {
-			return &end{code: CloseNotFound, err: err,
+			return &end{code: api.CloseNotFound, err: err,
 				reason: "no output of this step: it has not run on a node yet, or its output is past retention"}
 		}
-		return &end{code: CloseBadRequest, err: err,
+		return &end{code: api.CloseBadRequest, err: err,
 			reason: fmt.Sprintf("from=%d: the step has no frame %d; want the seq of the last frame you have", from, from)}
 	}
 	return &end{code: websocket.CloseInternalServerErr, err: fmt.Errorf("resume stream after frame %d: %w", p.last, err),

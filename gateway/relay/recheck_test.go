@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/rodon-compute/rodon/api"
 )
 
 // TestRecheck: an open stream's caller is checked every Recheck; a
@@ -25,7 +27,7 @@ func TestRecheck(t *testing.T) {
 				checks.Add(1)
 				switch {
 				case revoked.Load():
-					return &Revoked{Code: CloseUnauthorized, Reason: "the member was changed or removed since this sign-in"}
+					return &Revoked{Code: api.CloseUnauthorized, Reason: "the member was changed or removed since this sign-in"}
 				case broken.Load():
 					return errors.New("store unavailable")
 				}
@@ -50,7 +52,7 @@ func TestRecheck(t *testing.T) {
 	revoked.Store(true)
 	start := time.Now()
 	_, ce := readAll(t, conn)
-	checkClose(t, ce, CloseUnauthorized, "changed or removed")
+	checkClose(t, ce, api.CloseUnauthorized, "changed or removed")
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("revoked stream closed after %v, want within the 50ms recheck", d)
 	}

@@ -41,22 +41,6 @@ import (
 	"github.com/rodon-compute/rodon/api"
 )
 
-// Close codes besides the standard ones, as the node agent's stream uses
-// them: 4000 plus the HTTP status of the same refusal.
-const (
-	// CloseBadRequest: from names a frame the step does not have.
-	CloseBadRequest = 4400
-	// CloseNotFound: the step has no stream (it has not run on a node,
-	// or its output is past retention).
-	CloseNotFound = 4404
-	// CloseUnauthorized: the caller's credential no longer holds (signed
-	// out, expired, a deleted or changed member, a deleted key).
-	CloseUnauthorized = 4401
-	// CloseForbidden: the caller may no longer read (or write to) the
-	// stream.
-	CloseForbidden = 4403
-)
-
 // Config configures a Relay. Stdin, Resize and CheckOrigin come from the
 // gateway; the rest have defaults (DefaultConfig).
 type Config struct {

@@ -228,14 +228,14 @@ func TestStreamRefused(t *testing.T) {
 	t.Run("no such step", func(t *testing.T) {
 		e := newEnv(t, envOptions{})
 		_, ce := readAll(t, dial(t, e.wsURL("nothing", "")))
-		checkClose(t, ce, CloseNotFound, "no output of this step")
+		checkClose(t, ce, api.CloseNotFound, "no output of this step")
 	})
 	t.Run("from past the end", func(t *testing.T) {
 		e := newEnv(t, envOptions{})
 		lg := e.create("short")
 		lines(t, lg, 0, 3)
 		_, ce := readAll(t, dial(t, e.wsURL("short", "from=99")))
-		checkClose(t, ce, CloseBadRequest, "from=99")
+		checkClose(t, ce, api.CloseBadRequest, "from=99")
 	})
 	t.Run("log removed", func(t *testing.T) {
 		e := newEnv(t, envOptions{})

@@ -51,13 +51,6 @@ type Options struct {
 	RetryFor time.Duration
 	// UserAgent is sent with every request; empty is "rodon-client".
 	UserAgent string
-	// ConsistentReads makes every read linearizable: the member forwards
-	// it to the leader, which confirms its leadership with a quorum before
-	// answering. Without it, a member answers from its own state once it
-	// applied what the leader had committed when the read arrived, which
-	// sees every acknowledged write but may, during a leadership change,
-	// miss one acknowledged by a new leader moments before.
-	ConsistentReads bool
 }
 
 // Client talks to a scheduler cluster. It is safe for concurrent use.
@@ -220,15 +213,7 @@ func (c *Client) once(ctx context.Context, base *url.URL, r request) (resp *resp
 		return nil, false, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
 	u.Path, u.RawPath = base.Path+p, base.EscapedPath()+r.path
-	q := r.query
-	if c.opts.ConsistentReads && r.method == http.MethodGet && r.path != "/healthz" {
-		q = url.Values{}
-		for k, v := range r.query {
-			q[k] = v
-		}
-		q.Set("consistent", "")
-	}
-	u.RawQuery = q.Encode()
+	u.RawQuery = r.query.Encode()
 	var body io.Reader
 	if r.body != nil {
 		body = bytes.NewReader(r.body)

@@ -1,5 +1,9 @@
 // The gateway's /v1 JSON API (docs/GATEWAY.md) as the page uses it:
 // same-origin fetch with the session cookie, X-CSRF-Token on every write.
+// The interfaces and constants are the page's view of the Go types of
+// package api: web's TestAPITypes checks every field against their JSON
+// names (a field Go does not send, of another type, or required where Go
+// may omit it fails), and the constants against Go's.
 
 export interface Account {
   id: string;
@@ -71,10 +75,8 @@ export interface RunStep {
   retry?: string;
   cleanup?: string;
   reason?: string;
-  // Not in the documented RunStep; used when a gateway includes them.
   tty?: boolean;
   image?: string;
-  spec?: { tty?: boolean; image?: string };
 }
 
 export interface Operation {
@@ -99,14 +101,24 @@ export interface StepSpec {
   tty?: boolean;
 }
 
+/** The run state until a run ends (api.RunRunning). */
+export const RUN_RUNNING = "running";
+
+/** Step states that are final (SPEC.md, "Steps"; api.TerminalState). */
+export const STEP_ENDED = ["exited", "failed", "cancelled", "lost", "expired"] as const;
+
+/** Close codes of a step stream the gateway's re-check refused (api.CloseUnauthorized, api.CloseForbidden). */
+export const CLOSE_UNAUTHORIZED = 4401;
+export const CLOSE_FORBIDDEN = 4403;
+
 /** Run states that are final. */
 export function runEnded(op: Operation): boolean {
-  return op.state !== "running";
+  return op.state !== RUN_RUNNING;
 }
 
-/** Step states that are final (SPEC.md, "Steps"). */
+/** Step states that are final. */
 export function stepEnded(state: string): boolean {
-  return ["exited", "failed", "cancelled", "lost", "expired"].includes(state);
+  return (STEP_ENDED as readonly string[]).includes(state);
 }
 
 /** ApiError is an answer other than 2xx, carrying the api.Error code and message. */

@@ -1,6 +1,8 @@
 // The websocket stream of one step (GET /v1/steps/{id}/stream?from=N),
 // resumed after a drop so that no frame is lost or shown twice.
 
+import { CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED } from "./api";
+
 export type FrameKind = "stdout" | "stderr" | "event" | "exit";
 
 /** Frame is api.Frame: output, a lifecycle event, or the final exit record. */
@@ -134,7 +136,7 @@ export class StepStream {
       const why = ev.reason ? `${ev.code} ${ev.reason}` : `code ${ev.code}`;
       // 4401/4403: the gateway's re-check refused the caller (signed out,
       // member changed or removed, key deleted): reconnecting cannot help.
-      if (ev.code === 4401 || ev.code === 4403) {
+      if (ev.code === CLOSE_UNAUTHORIZED || ev.code === CLOSE_FORBIDDEN) {
         this.finish("unavailable", `stream closed (${why})`);
         return;
       }

@@ -1,5 +1,5 @@
-// Remembering which steps this browser started with a tty. The documented
-// RunStep does not say; a gateway that adds "tty" (or "spec.tty") wins.
+// Remembering which steps this browser started with a tty, for a gateway
+// whose RunStep does not say; a RunStep's "tty" wins.
 
 import type { RunStep } from "./api";
 
@@ -17,7 +17,6 @@ export function rememberTTY(stepId: string): void {
 /** isTTY reports whether the step is interactive. */
 export function isTTY(s: RunStep): boolean {
   if (typeof s.tty === "boolean") return s.tty;
-  if (typeof s.spec?.tty === "boolean") return s.spec.tty;
   try {
     return localStorage.getItem(key(s.id)) === "1";
   } catch {

@@ -1,4 +1,4 @@
-package gateway
+package api
 
 import (
 	"encoding/json"
@@ -6,8 +6,9 @@ import (
 	"slices"
 )
 
-// Role is what a member or key may do. Roles are ordered: each may do
-// everything the ones below it may.
+// Role is what a member or API key of the gateway may do. Roles are
+// ordered: each may do everything the ones below it may. In JSON a role is
+// its name ("viewer").
 type Role int
 
 // The roles, least first. RoleNone is no credential at all.
