@@ -241,7 +241,7 @@ func TestServeBootstrapsAndStops(t *testing.T) {
 	store, sched := gatewaytest.NewMemStore(), gatewaytest.NewScheduler()
 	var out syncBuffer
 	cfg := DefaultConfig()
-	cfg.Site, cfg.OwnerEmail, cfg.BootstrapOut = testSite, "first@example.com", &out
+	cfg.Site, cfg.OwnerEmail, cfg.BootstrapOut, cfg.DataDir = testSite, "first@example.com", &out, t.TempDir()
 	g, err := New(cfg, store, sched, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,8 @@ type Config struct {
 	// ("http://127.0.0.1:7300"): cookie-authenticated requests must come
 	// from it, and the cookie is Secure when it is https.
 	Site string
+	// DataDir holds caches only (the state is in the scheduler).
+	DataDir string
 	// OwnerEmail is the first owner's email, created by Run when the
 	// scheduler has no owner yet.
 	OwnerEmail string
@@ -264,6 +266,11 @@ func (g *Gateway) Driver() *Driver { return g.driver }
 // owner yet, creates one. It blocks until ctx ends, then shuts the server
 // down (waiting up to 10 s for requests in flight) and returns nil.
 func (g *Gateway) Run(ctx context.Context) error {
+	if g.cfg.DataDir != "" {
+		if err := os.MkdirAll(g.cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("create data dir: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", g.cfg.Listen, err)

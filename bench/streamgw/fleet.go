@@ -186,7 +186,7 @@ func startFleet(ctx context.Context, binDir string, mode benchtls.Mode) (*fleet,
 	}
 
 	gwArgs := []string{"serve", "--scheduler", f.schedURL, "--name", gatewayID.Name, "--listen", gwAddr,
-		"--site", f.site, "--owner-email", "", "--log-level", "warn"}
+		"--data-dir", filepath.Join(dir, "gateway"), "--site", f.site, "--owner-email", "", "--log-level", "warn"}
 	if mode.TLS() {
 		gwArgs = append(gwArgs, "--https-cert", pki.CertPath(mode.Dir, gatewayID), "--https-key", pki.KeyPath(mode.Dir, gatewayID))
 	}

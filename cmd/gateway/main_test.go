@@ -17,7 +17,7 @@ import (
 
 func TestFlagErrors(t *testing.T) {
 	dir := t.TempDir()
-	base := []string{"serve", "--scheduler", "http://127.0.0.1:7100"}
+	base := []string{"serve", "--scheduler", "http://127.0.0.1:7100", "--data-dir", dir}
 	with := func(extra ...string) []string { return append(append([]string{}, base...), extra...) }
 	t.Setenv("RODON_SCHEDULER", "")
 	for _, tc := range []struct {
@@ -28,13 +28,13 @@ func TestFlagErrors(t *testing.T) {
 		{"no command", nil, "usage"},
 		{"unknown command", []string{"bogus"}, `unknown command "bogus"`},
 		{"unknown flag", with("--bogus"), "-bogus"},
-		{"missing scheduler", []string{"serve"}, "--scheduler is required"},
-		{"data dir is gone", []string{"serve", "--scheduler", "x:1", "--data-dir", dir}, "data-dir"},
+		{"missing scheduler", []string{"serve", "--data-dir", dir}, "--scheduler is required"},
+		{"missing data dir", []string{"serve", "--scheduler", "x:1"}, "--data-dir is required"},
 		{"bad listen", with("--listen", "nowhere"), `--listen "nowhere"`},
 		{"bad ttl", with("--session-ttl", "-1s"), "--session-ttl"},
 		{"bad log level", with("--log-level", "loud"), "--log-level"},
 		{"argument", with("extra"), `unexpected argument "extra"`},
-		{"bad scheduler", []string{"serve", "--scheduler", "ftp://x"}, "--scheduler"},
+		{"bad scheduler", []string{"serve", "--scheduler", "ftp://x", "--data-dir", dir}, "--scheduler"},
 		{"bootstrap without email", []string{"bootstrap", "--scheduler", "x:1"}, "--email is required"},
 		{"bootstrap without scheduler", []string{"bootstrap", "--email", "a@b.c"}, "--scheduler is required"},
 		{"public listen without https", with("--listen", "0.0.0.0:7300"), "--listen 0.0.0.0:7300 is not a loopback address"},
@@ -43,11 +43,11 @@ func TestFlagErrors(t *testing.T) {
 		{"https key without cert", with("--https-key", "k.pem"), "--https-cert is required"},
 		{"https cert missing", with("--https-cert", dir+"/none.crt", "--https-key", dir+"/none.key"), "--https-cert"},
 		{"bad name", with("--name", "Gate Way"), "--name"},
-		{"plain scheduler with tls", []string{"serve", "--scheduler", "http://127.0.0.1:7100"},
+		{"plain scheduler with tls", []string{"serve", "--scheduler", "http://127.0.0.1:7100", "--data-dir", dir},
 			"--scheduler http://127.0.0.1:7100 is plain HTTP"},
 		{"https scheduler with plaintext", with("--plaintext", "--scheduler", "https://127.0.0.1:7100"), "--plaintext"},
 		{"plaintext off loopback", with("--plaintext", "--scheduler", "http://192.0.2.1:7100"), "not a loopback address"},
-		{"no certificate", []string{"serve", "--scheduler", "127.0.0.1:7100", "--tls-dir", dir, "--name", "gw9"},
+		{"no certificate", []string{"serve", "--scheduler", "127.0.0.1:7100", "--data-dir", dir, "--tls-dir", dir, "--name", "gw9"},
 			"scheduler tls issue --role gateway --name gw9 --dir " + dir},
 		{"bootstrap without certificate", []string{"bootstrap", "--scheduler", "127.0.0.1:7100", "--tls-dir", dir, "--email", "a@b.c"},
 			"scheduler tls issue --role gateway --name gateway"},
@@ -89,7 +89,7 @@ func TestSiteDefault(t *testing.T) {
 		{"127.0.0.1:7300", pair.Cert, pair.Key, "", "https://127.0.0.1:7300"},
 		{"0.0.0.0:443", pair.Cert, pair.Key, "https://rodon.example.com/", "https://rodon.example.com"},
 	} {
-		f := serveFlags{cluster: clusterFlags{scheduler: "x:1", name: "gw1"}, listen: tc.listen,
+		f := serveFlags{cluster: clusterFlags{scheduler: "x:1", name: "gw1"}, dataDir: "d", listen: tc.listen,
 			httpsCert: tc.cert, httpsKey: tc.key, site: tc.site, sessionTTL: 1, settings: defaultSettings()}
 		c, _, err := f.config(slog.New(slog.DiscardHandler))
 		if err != nil || c.Site != tc.want || (c.TLS != nil) != (tc.cert != "") {
@@ -157,7 +157,7 @@ func TestSettingsReachTheGateway(t *testing.T) {
 		var f serveFlags
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		f.register(fs)
-		if err := fs.Parse(append([]string{"--scheduler", "x:1"}, args...)); err != nil {
+		if err := fs.Parse(append([]string{"--scheduler", "x:1", "--data-dir", "d"}, args...)); err != nil {
 			t.Fatal(err)
 		}
 		return f

@@ -27,6 +27,7 @@ import (
 type serveFlags struct {
 	cluster    clusterFlags
 	listen     string
+	dataDir    string
 	site       string
 	httpsCert  string
 	httpsKey   string
@@ -118,6 +119,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.cluster.register(fs)
 	fs.StringVar(&f.listen, "listen", d.Listen, "HOST:PORT to serve the API and the page on; "+
 		"an address that is not loopback needs --https-cert and --https-key")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory for caches (required; the state is in the scheduler)")
 	fs.StringVar(&f.site, "site", "", "origin browsers load the page from (default http://LISTEN, or https://LISTEN with --https-cert)")
 	fs.StringVar(&f.httpsCert, "https-cert", "", "certificate (PEM, chain first) browsers and API clients see: serve HTTPS "+
 		"(a public certificate, or `scheduler tls issue --role gateway --name NAME --host HOST`)")
@@ -135,6 +137,9 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *publicCert, e
 	c := gateway.DefaultConfig()
 	if err := f.cluster.check(); err != nil {
 		return c, nil, err
+	}
+	if strings.TrimSpace(f.dataDir) == "" {
+		return c, nil, fmt.Errorf("%w: --data-dir is required", errUsage)
 	}
 	host, port, err := net.SplitHostPort(f.listen)
 	if err != nil || port == "" {
@@ -165,7 +170,7 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *publicCert, e
 			"(a public one, or `scheduler tls issue --role gateway --name %s --host HOST`), or listen on 127.0.0.1",
 			errUsage, f.listen, f.cluster.name)
 	}
-	c.Listen, c.OwnerEmail, c.SessionTTL = f.listen, f.ownerEmail, f.sessionTTL
+	c.Listen, c.DataDir, c.OwnerEmail, c.SessionTTL = f.listen, f.dataDir, f.ownerEmail, f.sessionTTL
 	c.Name = f.cluster.name
 	c.Site = strings.TrimSuffix(f.site, "/")
 	switch {

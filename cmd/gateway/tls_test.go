@@ -201,7 +201,7 @@ func TestServeHTTPS(t *testing.T) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	f.register(fs)
 	if err := fs.Parse([]string{"--scheduler", sched.srv.URL, "--tls-dir", ca.Dir, "--name", "gw1", "--listen", addr,
-		"--https-cert", pubFiles.Cert, "--https-key", pubFiles.Key}); err != nil {
+		"--data-dir", t.TempDir(), "--https-cert", pubFiles.Cert, "--https-key", pubFiles.Key}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())

@@ -175,14 +175,14 @@ func TestEnvValuesNeverLeave(t *testing.T) {
 		t.Errorf("an answer or a schedctl output holds the environment value:\n%s", answers.String())
 	}
 
-	// Files: the daemons' data dirs (the gateway has none), the
-	// workspaces, containerd's and runsc's. The steps' output logs are the one place allowed.
+	// Files: the daemons' data dirs, the workspaces, containerd's and
+	// runsc's. The steps' output logs are the one place allowed.
 	output := map[string]bool{}
 	for _, id := range stepIDs {
 		output[id+".log"] = true
 	}
 	var found []string
-	for _, dir := range append([]string{schedDir, agent.dataDir, f.wsRoot, tlsDir}, runtimeDirs...) {
+	for _, dir := range append([]string{schedDir, agent.dataDir, g.dataDir, f.wsRoot, tlsDir}, runtimeDirs...) {
 		found = append(found, testenv.FilesHolding(t, dir, marker)...)
 	}
 	tmp, _ := filepath.Glob(filepath.Join(os.TempDir(), "runsc-process*"))

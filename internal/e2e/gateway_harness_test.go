@@ -67,8 +67,9 @@ func startAgentLogging(t *testing.T, f *fleet, id, level string) agentInfo {
 // gatewayProc is a `gateway serve` process on loopback.
 type gatewayProc struct {
 	*proc
-	addr string
-	site string
+	addr    string
+	site    string
+	dataDir string
 }
 
 // startGateway starts `gateway serve` against the fleet's schedulers and
@@ -76,9 +77,9 @@ type gatewayProc struct {
 func startGateway(t *testing.T, f *fleet, ownerEmail string) *gatewayProc {
 	t.Helper()
 	addr := freePort(t)
-	g := &gatewayProc{addr: addr, site: "http://" + addr}
+	g := &gatewayProc{addr: addr, site: "http://" + addr, dataDir: t.TempDir()}
 	g.proc = start(t, "gateway "+addr, bin+"/gateway", "serve", "--scheduler", f.urls(), "--listen", addr,
-		"--site", g.site, "--owner-email", ownerEmail, "--log-level", "debug",
+		"--data-dir", g.dataDir, "--site", g.site, "--owner-email", ownerEmail, "--log-level", "debug",
 		"--name", "gateway", "--tls-dir", tlsArgs(t, pki.RoleGateway, "gateway")[1])
 	waitFor(t, 30*time.Second, "gateway /healthz", func() bool {
 		resp, err := http.Get(g.site + "/healthz")

@@ -26,9 +26,9 @@ import (
 func startGatewayWith(t *testing.T, f *fleet, ownerEmail string, extra ...string) *gatewayProc {
 	t.Helper()
 	addr := freePort(t)
-	g := &gatewayProc{addr: addr, site: "http://" + addr}
+	g := &gatewayProc{addr: addr, site: "http://" + addr, dataDir: t.TempDir()}
 	args := append([]string{bin + "/gateway", "serve", "--scheduler", f.urls(), "--listen", addr,
-		"--site", g.site, "--owner-email", ownerEmail, "--log-level", "info",
+		"--data-dir", g.dataDir, "--site", g.site, "--owner-email", ownerEmail, "--log-level", "info",
 		"--name", "gateway", "--tls-dir", tlsArgs(t, pki.RoleGateway, "gateway")[1]}, extra...)
 	g.proc = start(t, "gateway "+addr, args...)
 	waitFor(t, 30*time.Second, "gateway /healthz", func() bool {
