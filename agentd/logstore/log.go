@@ -310,6 +310,7 @@ func exitData(rec cluster.ExitRecord) api.Exit {
 		State:        string(rec.State),
 		TerminatedBy: string(rec.TerminatedBy),
 		Reason:       rec.Reason,
+		Cause:        rec.Cause,
 		Phases:       api.Phases(rec.Phases),
 		StdoutBytes:  rec.Stdout,
 		StderrBytes:  rec.Stderr,
