@@ -31,7 +31,7 @@ func runStepView(rs runStepRecord, st *api.Step, known ...string) RunStep {
 	}
 	// st.Node is never copied; it is scrubbed wherever it appears.
 	known = append([]string{st.Node}, known...)
-	out.Reason = Scrub(st.Reason, known...)
+	out.Reason, out.Cause = Scrub(st.Reason, known...), st.Cause
 	if st.Cancel != nil {
 		c := *st.Cancel
 		c.Unverified = Scrub(c.Unverified, known...)

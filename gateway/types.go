@@ -71,19 +71,22 @@ type Operation struct {
 // RunStep is one step of a run: the scheduler's step without its node,
 // with free text scrubbed of provider identifiers.
 type RunStep struct {
-	ID           string      `json:"id"`
-	Index        int         `json:"index"`
-	Args         []string    `json:"args"`
-	Image        string      `json:"image"`
-	TTY          bool        `json:"tty,omitempty"`
-	State        string      `json:"state"`
-	ExitCode     *int        `json:"exit_code,omitempty"`
-	TerminatedBy string      `json:"terminated_by,omitempty"`
-	Reason       string      `json:"reason,omitempty"`
-	Attempts     int         `json:"attempts"`
-	Phases       api.Phases  `json:"phases"`
-	Cancel       *api.Cancel `json:"cancel,omitempty"`
-	Events       []api.Event `json:"events"`
+	ID           string   `json:"id"`
+	Index        int      `json:"index"`
+	Args         []string `json:"args"`
+	Image        string   `json:"image"`
+	TTY          bool     `json:"tty,omitempty"`
+	State        string   `json:"state"`
+	ExitCode     *int     `json:"exit_code,omitempty"`
+	TerminatedBy string   `json:"terminated_by,omitempty"`
+	Reason       string   `json:"reason,omitempty"`
+	// Cause is the typed cause of a step that failed on its node (an
+	// api.Cause* constant), beside Reason.
+	Cause    string      `json:"cause,omitempty"`
+	Attempts int         `json:"attempts"`
+	Phases   api.Phases  `json:"phases"`
+	Cancel   *api.Cancel `json:"cancel,omitempty"`
+	Events   []api.Event `json:"events"`
 	// EventsOmitted counts the step's older events no longer shown (a
 	// run record keeps the latest 64 of an ended step, fewer when the
 	// run's steps have many).

@@ -109,6 +109,8 @@ export interface RunStep {
   retry?: string;
   cleanup?: string;
   reason?: string;
+  /** cause is the typed cause of a step that failed on its node (api.Cause*). */
+  cause?: string;
   // Not in the documented RunStep; used when a gateway includes them.
   tty?: boolean;
   image?: string;
