@@ -33,3 +33,20 @@ func TestStepViewTypedEvents(t *testing.T) {
 		t.Errorf("output_truncated in the view = %+v, want dropped_bytes 4096", v.Events[1])
 	}
 }
+
+// TestStepViewCause: a step that failed on its node shows its typed cause
+// beside its reason, and its exited event says the cause in words of the
+// gateway's, whatever the scheduler's message held.
+func TestStepViewCause(t *testing.T) {
+	st := &api.Step{ID: "s1", State: "failed", TerminatedBy: "platform", Node: "node-q7",
+		Reason: `step did not start: command "nope" not found in the image`, Cause: api.CauseCommandNotFound,
+		Events: []api.Event{{Kind: api.EventExited, Message: "failed (platform) on node-q7: OCI runtime exec failed",
+			Exit: &api.ExitEvent{State: "failed", ExitCode: -1, TerminatedBy: "platform", Cause: api.CauseCommandNotFound}}}}
+	v := runStepView(runStepRecord{ID: "s1"}, st)
+	if v.Cause != api.CauseCommandNotFound || v.Reason != st.Reason {
+		t.Errorf("view cause %q, reason %q; want %q and the node's sentence", v.Cause, v.Reason, api.CauseCommandNotFound)
+	}
+	if len(v.Events) != 1 || v.Events[0].Message != "failed: the command was not found in the image" || v.Events[0].Exit == nil {
+		t.Errorf("events = %+v, want the exited event in the gateway's words, with its payload", v.Events)
+	}
+}
