@@ -31,11 +31,7 @@ func (g *Gateway) ScrubFrame(ctx context.Context, line []byte) []byte {
 		if err != nil {
 			return line
 		}
-		scrubbed := Scrub(x.Reason, g.nodes.known(ctx)...)
-		if scrubbed == x.Reason {
-			return line
-		}
-		x.Reason = scrubbed
+		x.Reason = Scrub(x.Reason, g.nodes.known(ctx)...)
 		data = x
 	default:
 		return line

@@ -17,22 +17,32 @@ import (
 	"testing"
 )
 
-// eventTypes are the event types whose Message is for people only.
-var eventTypes = []string{module + "/api.Event", module + "/cluster.Event"}
+// forPeople are the fields that hold sentences for people only, by type:
+// an event's message, and the reason of a step and of its exit (a
+// failure's typed cause is beside it).
+var forPeople = map[string]string{
+	module + "/api.Event":          "Message",
+	module + "/cluster.Event":      "Message",
+	module + "/api.Step":           "Reason",
+	module + "/cluster.Step":       "Reason",
+	module + "/api.Exit":           "Reason",
+	module + "/cluster.ExitRecord": "Reason",
+}
 
 // messageTools are the packages whose functions read text: an event's
 // message passed to one of them is being parsed.
 var messageTools = []string{"strings", "bytes", "regexp", "strconv", "unicode", "unicode/utf8", "text/scanner", "bufio"}
 
 // TestNoEventMessageParser: no non-test Go file reads an event's Message
-// as anything but text to show. A read of Message (api.Event or
-// cluster.Event) may only be passed as an argument to a function that is
+// (or a step's or an exit's Reason, forPeople) as anything but text to
+// show. A read may only be passed as an argument to a function that is
 // not one of the text tools (strings, regexp, strconv, ..., fmt.Sscan*),
-// or be stored in another event's or struct's field; anything else (a
-// comparison, a switch on it, indexing or slicing it, a variable holding
-// it, a text tool or a regular expression given it) is a parser, and
-// programs read the kind and the typed payload instead. The rule checks
-// itself on testdata/eventparser, a package of such parsers.
+// be stored in another struct's field, joined into a longer text, or
+// compared with "" (is there one); anything else (a comparison, a switch
+// on it, indexing or slicing it, a variable holding it, a text tool or a
+// regular expression given it) is a parser, and programs read the kind
+// and the typed payload (or the cause) instead. The rule checks itself on
+// testdata/eventparser, a package of such parsers.
 func TestNoEventMessageParser(t *testing.T) {
 	l := newLoader(t)
 	for _, p := range l.pkgs {
@@ -44,7 +54,7 @@ func TestNoEventMessageParser(t *testing.T) {
 			files = append(files, filepath.Join(p.Dir, f))
 		}
 		for _, f := range l.messageReads(t, p.ImportPath, files) {
-			t.Errorf("%s: an event's Message is parsed (%s); read its kind and payload instead", f.pos, f.what)
+			t.Errorf("%s: %s, a text for people, is parsed (%s); read the kind and payload (or the cause) instead", f.pos, f.field, f.what)
 		}
 	}
 
@@ -120,8 +130,9 @@ func newLoader(t *testing.T) *loader {
 
 // finding is one parse of an event's message.
 type finding struct {
-	pos  token.Position
-	what string
+	pos   token.Position
+	field string
+	what  string
 }
 
 // messageReads type-checks the files of package path and returns the
@@ -149,9 +160,9 @@ func (l *loader) messageReads(t *testing.T, path string, files []string) []findi
 				stack = stack[:len(stack)-1]
 				return true
 			}
-			if sel, ok := n.(*ast.SelectorExpr); ok && isEventMessage(info, sel) {
+			if sel, ok := n.(*ast.SelectorExpr); ok && isForPeople(info, sel) {
 				if what := misuse(info, sel, stack); what != "" {
-					out = append(out, finding{l.fset.Position(sel.Pos()), what})
+					out = append(out, finding{l.fset.Position(sel.Pos()), types.ExprString(sel), what})
 				}
 			}
 			stack = append(stack, n)
@@ -161,11 +172,8 @@ func (l *loader) messageReads(t *testing.T, path string, files []string) []findi
 	return out
 }
 
-// isEventMessage reports whether sel is the Message field of an event.
-func isEventMessage(info *types.Info, sel *ast.SelectorExpr) bool {
-	if sel.Sel.Name != "Message" {
-		return false
-	}
+// isForPeople reports whether sel is one of the forPeople fields.
+func isForPeople(info *types.Info, sel *ast.SelectorExpr) bool {
 	s, ok := info.Selections[sel]
 	if !ok || s.Kind() != types.FieldVal {
 		return false
@@ -178,7 +186,8 @@ func isEventMessage(info *types.Info, sel *ast.SelectorExpr) bool {
 	if !ok || named.Obj().Pkg() == nil {
 		return false
 	}
-	return slices.Contains(eventTypes, named.Obj().Pkg().Path()+"."+named.Obj().Name())
+	field, ok := forPeople[named.Obj().Pkg().Path()+"."+named.Obj().Name()]
+	return ok && field == sel.Sel.Name
 }
 
 // misuse says how sel, an event's Message, is read as more than text to
@@ -210,6 +219,9 @@ func misuse(info *types.Info, sel *ast.SelectorExpr, stack []ast.Node) string {
 	case *ast.BinaryExpr:
 		if p.Op == token.ADD {
 			return "" // joined into a longer text
+		}
+		if (p.Op == token.EQL || p.Op == token.NEQ) && (isEmptyString(p.X) || isEmptyString(p.Y)) {
+			return "" // is there one
 		}
 		return "compared with " + p.Op.String()
 	case *ast.SwitchStmt:
@@ -245,4 +257,10 @@ func textTool(info *types.Info, fun ast.Expr) string {
 		return pkg + "." + obj.Name()
 	}
 	return ""
+}
+
+// isEmptyString reports whether e is the literal "".
+func isEmptyString(e ast.Expr) bool {
+	lit, ok := e.(*ast.BasicLit)
+	return ok && lit.Kind == token.STRING && (lit.Value == `""` || lit.Value == "``")
 }
