@@ -143,7 +143,7 @@ func eventMessage(e api.Event) string {
 		if w := e.Warning; w != nil {
 			switch w.Cause {
 			case api.WarningWorkspaceNotCopied:
-				return "workspace not copied back: it is as it was before the step"
+				return "workspace not copied back"
 			case api.WarningOutputHeldBack:
 				if o := e.Output; o != nil {
 					return fmt.Sprintf("output past the first %s is held back until the step ends: its last %s will be kept and what comes before them dropped (output cap %s)",
