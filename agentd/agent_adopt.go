@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 )
 
@@ -57,7 +58,7 @@ func (a *Agent) adoptOrphans(ctx context.Context) {
 					if ctx.Err() != nil {
 						return
 					}
-					rec = failedRecord(r.id, err)
+					rec = failed(a.logger, r.id, time.Time{}, err)
 				}
 				rec.Reason = joinReason(rec.Reason, "agent restarted during the step; output after the restart was not collected")
 				// As for any step: nothing of the sandbox runs when its
@@ -106,7 +107,8 @@ func (a *Agent) reportVanished(ctx context.Context, assigned []cluster.Step) {
 		if running {
 			continue
 		}
-		rec := failedRecord(st.ID, fmt.Errorf("agentd restarted while the step was %s and its sandbox was gone; it is not run again (at most once)", st.State))
+		rec := failed(nil, st.ID, time.Time{}, failure(api.CauseAgentRestarted,
+			fmt.Sprintf("agentd restarted while the step was %s and its sandbox was gone; it is not run again (at most once)", st.State), nil))
 		a.logger.Warn("an attempt started by an earlier agent has no sandbox; reporting it failed", "step", st.ID, "attempt", st.Attempts, "state", st.State)
 		r := newStepRun(a, st)
 		a.wg.Add(1)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/bundles"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/oci"
@@ -74,20 +75,20 @@ func (r *stepRun) run(ctx context.Context) {
 	r.a.logs.Remove(r.id) // an earlier attempt's log on this node
 	lg, err := r.a.logs.CreateLimited(r.id, min(r.limits.OutputBytes, r.a.cfg.MaxLimits.OutputBytes))
 	if err != nil {
-		r.finish(ctx, nil, nil, failedRecord(r.id, fmt.Errorf("create output log: %w", err)))
+		r.finish(ctx, nil, nil, r.failedRecord(fmt.Errorf("create output log: %w", err)))
 		return
 	}
 	defer lg.Close()
 	r.phase(ctx, cluster.StateStarting, cluster.Phases{})
 	st, err := r.step()
 	if err != nil {
-		r.finish(ctx, lg, nil, failedRecord(r.id, err))
+		r.finish(ctx, lg, nil, r.failedRecord(err))
 		return
 	}
 	createStart := time.Now()
 	sb, err := r.a.rt.Create(ctx, st)
 	if err != nil {
-		r.finish(ctx, lg, nil, failedRecord(r.id, err))
+		r.finish(ctx, lg, nil, r.failedRecord(sandboxFailure(err)))
 		return
 	}
 	r.a.metrics.create.Observe(time.Since(createStart).Seconds())
@@ -96,7 +97,7 @@ func (r *stepRun) run(ctx context.Context) {
 	r.mu.Unlock()
 	r.phase(ctx, "", cluster.Phases{Created: sb.phases.Created})
 	if err := sb.Start(ctx, lg.Stdout(), lg.Stderr()); err != nil {
-		rec := failedRecord(r.id, err)
+		rec := r.failedRecord(err)
 		rec.Phases.Created = sb.phases.Created
 		r.finish(ctx, lg, sb, rec)
 		return
@@ -111,7 +112,7 @@ func (r *stepRun) run(ctx context.Context) {
 			logger.Info("agent stopping; the step's sandbox stays for the next agent")
 			return
 		}
-		rec = failedRecord(r.id, fmt.Errorf("wait for the step: %w", err))
+		rec = r.failedRecord(fmt.Errorf("wait for the step: %w", err))
 		rec.TerminatedBy = cluster.ByPlatform
 	}
 	// Nothing of the sandbox runs from here: what the workspace holds is
@@ -119,7 +120,7 @@ func (r *stepRun) run(ctx context.Context) {
 	// after it was read back.
 	if err := sb.Quiesce(context.WithoutCancel(ctx)); err != nil {
 		logger.Warn("stop sandbox after the step", "error", err)
-		rec.Reason = joinReason(rec.Reason, "the sandbox could not be stopped after the step, so its workspace was not copied back: "+err.Error())
+		rec.Reason = joinReason(rec.Reason, "the sandbox could not be stopped after the step, so its workspace was not copied back")
 	} else if rec.State != cluster.StateFailed && st.Workspace != "" {
 		r.copyBack(ctx, lg, sb)
 	}
@@ -135,14 +136,14 @@ func (r *stepRun) step() (Step, error) {
 		Timeout:        r.limits.Timeout, Attempt: r.attempt, NoInternet: r.spec.NoInternet, TTY: r.spec.TTY,
 	}
 	if r.limitsErr != nil {
-		return st, r.limitsErr
+		return st, failure(api.CauseInvalidStep, r.limitsErr.Error(), nil)
 	}
 	if r.spec.EnvError != "" {
-		return st, fmt.Errorf("environment: %s", r.spec.EnvError)
+		return st, failure(api.CauseInvalidStep, "environment: "+r.spec.EnvError, nil)
 	}
 	if r.spec.Workspace != "" {
 		if err := cluster.ValidateStepID(cluster.StepID(r.spec.Workspace)); err != nil {
-			return st, fmt.Errorf("workspace name %q: want 1-63 characters of a-z, 0-9, '-' and '_'", r.spec.Workspace)
+			return st, failure(api.CauseInvalidStep, fmt.Sprintf("workspace name %q: want 1-63 characters of a-z, 0-9, '-' and '_'", r.spec.Workspace), nil)
 		}
 		st.Workspace = filepath.Join(r.a.cfg.WorkspaceRoot, r.spec.Workspace)
 		if err := os.MkdirAll(st.Workspace, 0o755); err != nil {
@@ -304,8 +305,10 @@ func (r *stepRun) report(ctx context.Context, what string, send func(context.Con
 // scheduler refused a report for good (4xx): it is not retried.
 var ErrReportRefused = errors.New("report refused")
 
-func failedRecord(id cluster.StepID, err error) cluster.ExitRecord {
-	return failed(id, time.Time{}, err)
+// failedRecord is the exit record of the step failed with err, which
+// goes to the node's log.
+func (r *stepRun) failedRecord(err error) cluster.ExitRecord {
+	return failed(r.a.logger, r.id, time.Time{}, err)
 }
 
 func (r *stepRun) sandbox() *Sandbox {
@@ -322,9 +325,10 @@ func (r *stepRun) copyBack(ctx context.Context, lg *logstore.Log, sb *Sandbox) {
 	changes, err := sb.ReadBack()
 	if err != nil {
 		r.a.logger.Warn("copy workspace back", "step", r.id, "error", err)
-		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventWarning, Message: "workspace not copied back: " + err.Error()}
+		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventWarning, Message: notCopiedMessage(err),
+			Warning: &api.Warning{Cause: api.WarningWorkspaceNotCopied}}
 	} else {
-		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventFilesChanged, Message: changes.String()}
+		ev = filesChangedEvent(changes, time.Now().UTC())
 	}
 	if lg != nil {
 		if err := lg.Event(ev); err != nil {

@@ -338,7 +338,7 @@ func TestAttackYes(t *testing.T) {
 	if len(kept) > capBytes {
 		t.Errorf("kept %d bytes of output, want at most the cap %d", len(kept), capBytes)
 	}
-	if len(trunc) != 1 || trunc[0].DroppedBytes != rec.Stdout-int64(len(kept)) {
+	if len(trunc) != 1 || trunc[0].Output == nil || trunc[0].Output.DroppedBytes != rec.Stdout-int64(len(kept)) {
 		t.Errorf("output_truncated events %+v, want one dropping %d bytes", trunc, rec.Stdout-int64(len(kept)))
 	}
 	if !bytes.HasSuffix(kept, []byte("y\ny\nthe end\n")) || !bytes.HasPrefix(kept, []byte("y\ny\n")) {
@@ -347,7 +347,7 @@ func TestAttackYes(t *testing.T) {
 	sched.mu.Lock()
 	reported := sched.events["yes-1"]
 	sched.mu.Unlock()
-	if e := eventsOfCluster(reported, cluster.EventOutputTruncated); len(e) != 1 || e[0].DroppedBytes != trunc[0].DroppedBytes {
+	if e := eventsOfCluster(reported, cluster.EventOutputTruncated); len(e) != 1 || e[0].Output == nil || e[0].Output.DroppedBytes != trunc[0].Output.DroppedBytes {
 		t.Errorf("events reported to the scheduler %+v, want the output_truncated event", reported)
 	}
 	if maxDisk.Load() > 3*capBytes {
@@ -363,7 +363,7 @@ func TestAttackYes(t *testing.T) {
 	trunc = eventsOf(frames, cluster.EventOutputTruncated)
 	d := cluster.DefaultLimits.OutputBytes
 	t.Logf("200 MB with the default cap: kept %d bytes, events %+v", len(kept), trunc)
-	if int64(len(kept)) > d || int64(len(kept)) < d/2 || len(trunc) != 1 || trunc[0].DroppedBytes != 200000000-int64(len(kept)) {
+	if int64(len(kept)) > d || int64(len(kept)) < d/2 || len(trunc) != 1 || trunc[0].Output == nil || trunc[0].Output.DroppedBytes != 200000000-int64(len(kept)) {
 		t.Errorf("200 MB of output under the default cap: kept %d, events %+v; want at most %d kept and the rest counted", len(kept), trunc, d)
 	}
 	rec, out, _ := runStep(t, rt, newStep(t, "echo", "ok"))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"syscall"
 	"time"
 
@@ -68,25 +67,17 @@ func (s *Sandbox) Start(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	started := time.Now().UTC()
 	if err := p.Start(ctx); err != nil {
-		return fmt.Errorf("%w: %s", ErrStartFailed, startReason(err))
+		cmd := ""
+		if len(s.step.Args) > 0 {
+			cmd = s.step.Args[0]
+		}
+		return startFailure(cmd, err)
 	}
 	s.mu.Lock()
 	s.exitCh = ch
 	s.phases.Started = started
 	s.mu.Unlock()
 	return nil
-}
-
-// startReason turns a runtime error into a sentence a user can act on.
-func startReason(err error) string {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "no such file or directory"), strings.Contains(msg, "executable file not found"):
-		return "command not found in the image: " + msg
-	case strings.Contains(msg, "permission denied"):
-		return "command is not executable: " + msg
-	}
-	return msg
 }
 
 func (s *Sandbox) firstOutput() {

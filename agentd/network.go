@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/netpolicy"
 	"github.com/rodon-compute/rodon/oci"
@@ -143,15 +143,14 @@ func (t *deniedTracker) events(c map[netpolicy.Reason]netpolicy.Count, now time.
 	return out
 }
 
-// deniedEventOf is the egress event of reason r's count c: its message
-// and the same in fields.
+// deniedEventOf is the egress event of reason r's count c: its payload,
+// and its message for people.
 func deniedEventOf(r netpolicy.Reason, c netpolicy.Count, now time.Time) cluster.Event {
-	e := cluster.Event{Time: now, Kind: cluster.EventEgressDenied, Message: DeniedMessage(r, c),
-		Reason: r.String(), Destination: deniedDestination(c), Packets: c.Packets}
+	eg := &api.Egress{Reason: r.String(), Destination: deniedDestination(c), Packets: c.Packets}
 	if c.Protocol != 0 {
-		e.Protocol = c.Protocol.String()
+		eg.Protocol = c.Protocol.String()
 	}
-	return e
+	return cluster.Event{Time: now, Kind: cluster.EventEgressDenied, Message: DeniedMessage(r, c), Egress: eg}
 }
 
 // deniedDestination is the last denied destination, without a port when
@@ -169,33 +168,12 @@ func deniedDestination(c netpolicy.Count) string {
 // DeniedMessage is the text of an egress event, such as
 // "egress denied: 169.254.169.254:80, metadata, 3 packets".
 func DeniedMessage(r netpolicy.Reason, c netpolicy.Count) string {
-	dst := c.Last.String()
-	if c.Last.Port() == 0 {
-		dst = c.Last.Addr().String()
-	}
+	dst := deniedDestination(c)
 	unit := "packets"
 	if c.Packets == 1 {
 		unit = "packet"
 	}
 	return fmt.Sprintf("egress denied: %s, %s, %d %s", dst, r, c.Packets, unit)
-}
-
-// ParseDeniedMessage is the inverse of DeniedMessage for the reason and
-// count, for tools that read events.
-func ParseDeniedMessage(msg string) (dst, reason string, packets uint64, ok bool) {
-	rest, found := strings.CutPrefix(msg, "egress denied: ")
-	if !found {
-		return "", "", 0, false
-	}
-	parts := strings.Split(rest, ", ")
-	if len(parts) != 3 {
-		return "", "", 0, false
-	}
-	var unit string
-	if _, err := fmt.Sscanf(parts[2], "%d %s", &packets, &unit); err != nil {
-		return "", "", 0, false
-	}
-	return parts[0], parts[1], packets, true
 }
 
 // RemoveNAT removes the node's shared NAT and filter table; a no-op

@@ -2,9 +2,11 @@ package agentd
 
 import (
 	"net/netip"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/netpolicy"
 )
@@ -24,14 +26,11 @@ func TestDeniedMessage(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("DeniedMessage(%v, %+v) = %q, want %q", tt.r, tt.c, got, tt.want)
 		}
-		dst, reason, n, ok := ParseDeniedMessage(got)
-		if !ok || reason != tt.r.String() || n != tt.c.Packets || dst == "" {
-			t.Errorf("ParseDeniedMessage(%q) = %q, %q, %d, %v", got, dst, reason, n, ok)
-		}
-	}
-	for _, bad := range []string{"", "egress denied: x", "warning: egress denied: 1.2.3.4:5, private, 1 packet", "egress denied: a, b, many packets"} {
-		if _, _, _, ok := ParseDeniedMessage(bad); ok {
-			t.Errorf("ParseDeniedMessage(%q) ok, want not", bad)
+		// The event says the same in its payload, which is what
+		// programs read.
+		e := deniedEventOf(tt.r, tt.c, time.Now())
+		if eg := e.Egress; eg == nil || eg.Reason != tt.r.String() || eg.Packets != tt.c.Packets || eg.Destination == "" || e.Message != got {
+			t.Errorf("deniedEventOf(%v, %+v) = %+v (egress %+v), want the reason, count and destination in its payload", tt.r, tt.c, e, e.Egress)
 		}
 	}
 }
@@ -48,8 +47,8 @@ func TestDeniedTracker(t *testing.T) {
 		t.Fatalf("first events = %+v, want one private event with delta 2", got)
 	}
 	want := cluster.Event{Time: now, Kind: cluster.EventEgressDenied, Message: "egress denied: 10.0.0.1:22, private, 2 packets",
-		Reason: "private", Destination: "10.0.0.1:22", Protocol: "tcp", Packets: 2}
-	if got[0].event != want {
+		Egress: &api.Egress{Reason: "private", Destination: "10.0.0.1:22", Protocol: "tcp", Packets: 2}}
+	if !reflect.DeepEqual(got[0].event, want) {
 		t.Errorf("first event = %+v, want %+v", got[0].event, want)
 	}
 	if got := tr.events(c, now); len(got) != 0 {

@@ -31,7 +31,7 @@ func (r *Runtime) RunWithEvents(ctx context.Context, st Step, stdout, stderr io.
 	sb, err := r.Create(ctx, st)
 	if err != nil {
 		if errors.Is(err, ErrNoImage) || errors.Is(err, errInvalid) || errors.Is(err, ErrWorkspaceTooLarge) || errors.Is(err, ErrLowDisk) {
-			return failed(st.ID, queued, err), nil
+			return failed(r.logger, st.ID, queued, err), nil
 		}
 		return cluster.ExitRecord{}, err
 	}
@@ -68,7 +68,7 @@ func (r *Runtime) RunWithEvents(ctx context.Context, st Step, stdout, stderr io.
 func (r *Runtime) runIn(ctx context.Context, sb *Sandbox, st Step, stdout, stderr io.Writer) (cluster.ExitRecord, error) {
 	if err := sb.Start(ctx, stdout, stderr); err != nil {
 		if errors.Is(err, ErrStartFailed) {
-			rec := failed(st.ID, time.Time{}, err)
+			rec := failed(r.logger, st.ID, time.Time{}, err)
 			rec.Phases.Created = sb.phases.Created
 			return rec, nil
 		}
@@ -77,15 +77,4 @@ func (r *Runtime) runIn(ctx context.Context, sb *Sandbox, st Step, stdout, stder
 	// The wait outlives ctx: a cancelled caller still gets the exit that
 	// containerd reports for the cancelled step.
 	return sb.Supervise(context.WithoutCancel(ctx), st.Timeout, ctx.Done(), func() cluster.TerminatedBy { return cluster.ByUser })
-}
-
-func failed(id cluster.StepID, queued time.Time, err error) cluster.ExitRecord {
-	return cluster.ExitRecord{
-		Step:         id,
-		State:        cluster.StateFailed,
-		ExitCode:     -1,
-		TerminatedBy: cluster.ByPlatform,
-		Reason:       err.Error(),
-		Phases:       cluster.Phases{Queued: queued},
-	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/treecopy"
 	"github.com/rodon-compute/rodon/netpolicy"
@@ -93,7 +94,7 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	img, err := r.client.GetImage(ctx, st.Image)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("image %q: %w (build it with bundles/build)", st.Image, ErrNoImage)
+			return nil, failure(api.CauseImageNotFound, fmt.Sprintf("image %q is not on the node (build it with bundles/build)", st.Image), ErrNoImage)
 		}
 		return nil, fmt.Errorf("look up image %q: %w", st.Image, err)
 	}
@@ -234,7 +235,8 @@ func (s *Sandbox) mountWorkspace(ctx context.Context) error {
 	defer unlock()
 	if err := treecopy.Copy(s.step.Workspace, s.wsDir, treecopy.Limits{MaxBytes: quota}); err != nil {
 		if errors.Is(err, treecopy.ErrTooLarge) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			return fmt.Errorf("%w: the workspace does not fit in the step's %s (%d bytes): %v", ErrWorkspaceTooLarge, fmtBytes(quota), quota, err)
+			return failure(api.CauseWorkspaceTooLarge, fmt.Sprintf("the workspace does not fit in the step's workspace limit of %s", fmtBytes(quota)),
+				fmt.Errorf("%w: %s (%d bytes): %w", ErrWorkspaceTooLarge, fmtBytes(quota), quota, err))
 		}
 		return fmt.Errorf("copy workspace into sandbox: %w", err)
 	}

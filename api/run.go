@@ -39,14 +39,17 @@ type RunStep struct {
 	// State is a step state (Step.State), StepPending before the step is
 	// submitted, StepCancelled for a step cancelled before it ran, or
 	// StepUnknown when the scheduler no longer has the step.
-	State        string  `json:"state"`
-	ExitCode     *int    `json:"exit_code,omitempty"`
-	TerminatedBy string  `json:"terminated_by,omitempty"`
-	Reason       string  `json:"reason,omitempty"`
-	Attempts     int     `json:"attempts"`
-	Phases       Phases  `json:"phases"`
-	Cancel       *Cancel `json:"cancel,omitempty"`
-	Events       []Event `json:"events"`
+	State        string `json:"state"`
+	ExitCode     *int   `json:"exit_code,omitempty"`
+	TerminatedBy string `json:"terminated_by,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	// Cause is the typed cause of a step that failed on its node (a
+	// Cause* constant), beside Reason.
+	Cause    string  `json:"cause,omitempty"`
+	Attempts int     `json:"attempts"`
+	Phases   Phases  `json:"phases"`
+	Cancel   *Cancel `json:"cancel,omitempty"`
+	Events   []Event `json:"events"`
 	// EventsOmitted counts the step's older events no longer shown (a
 	// run record keeps the latest 64 of an ended step, fewer when the
 	// run's steps have many).

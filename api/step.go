@@ -93,6 +93,9 @@ type Step struct {
 	Events []Event `json:"events"`
 	// Reason explains a failure, a loss or an expiry for people.
 	Reason string `json:"reason,omitempty"`
+	// Cause is the typed cause of a step that failed on its node (a
+	// Cause* constant), beside Reason.
+	Cause string `json:"cause,omitempty"`
 	// Unplaceable is the typed cause of a step that failed because no
 	// node could ever take it.
 	Unplaceable *Unplaceable `json:"unplaceable,omitempty"`

@@ -48,36 +48,6 @@ type Frame struct {
 	Time     time.Time       `json:"time"`
 }
 
-// Event is a lifecycle event of a step (created, started, oom, ...), as
-// shown in an event frame and in a step's events.
-type Event struct {
-	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"`
-	Message string    `json:"message"`
-
-	// An egress_denied event says in fields what its message says; other
-	// events leave them empty (and absent in JSON).
-
-	// Reason is the egress filter's reason: "private", "metadata",
-	// "node", "documentation", "encapsulation", ...; of a waiting event
-	// why the step waits ("no_node", "not_ready", "capacity"), of an
-	// unplaceable one the first missing resource ("cpu", "memory", ...).
-	Reason string `json:"reason,omitempty"`
-	// Destination is the last denied address, with its port when it had
-	// one ("169.254.169.254:80", "[fd00::1]:443", "224.0.0.1").
-	Destination string `json:"destination,omitempty"`
-	// Protocol is the last denied packet's IP protocol: "tcp", "udp",
-	// "icmp", "icmpv6", "gre", ... or its number.
-	Protocol string `json:"protocol,omitempty"`
-	// Packets counts the packets denied for Reason in the step so far.
-	Packets uint64 `json:"packets,omitempty"`
-
-	// DroppedBytes, in an output_truncated event, counts the output bytes
-	// the step wrote past its output cap that the log did not keep (between
-	// the kept head and the kept tail).
-	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
-}
-
 // Exit is the data of a stream's last frame: how the step ended, as the
 // runtime confirmed it.
 type Exit struct {
@@ -90,6 +60,8 @@ type Exit struct {
 	TerminatedBy string `json:"terminated_by"`
 	// Reason explains a failure or a platform termination.
 	Reason string `json:"reason,omitempty"`
+	// Cause is the typed cause of a failure (a Cause* constant).
+	Cause  string `json:"cause,omitempty"`
 	Phases Phases `json:"phases"`
 	// StdoutBytes and StderrBytes count what the step wrote to each.
 	StdoutBytes int64 `json:"stdout_bytes"`

@@ -1,6 +1,11 @@
 package cluster
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+)
 
 // ExitRecord is the end of a step as the runtime confirmed it. It exists only
 // after containerd reported the exit of the step's process (or, for a step
@@ -18,61 +23,77 @@ type ExitRecord struct {
 	TerminatedBy TerminatedBy `json:"terminated_by"`
 	// Reason explains a failure or a platform termination for people.
 	Reason string `json:"reason,omitempty"`
+	// Cause is the typed cause of a failure (an api.Cause* constant).
+	Cause  string `json:"cause,omitempty"`
 	Phases Phases `json:"phases"`
 	// Stdout and Stderr count the bytes the step wrote to each.
 	Stdout int64 `json:"stdout_bytes"`
 	Stderr int64 `json:"stderr_bytes"`
 }
 
-// Event is one lifecycle event of a step: small, human-readable, and fit to
-// be replicated (output is not an event). Keep its fields in step with
-// api.Event, which it converts to.
+// Event is one lifecycle event of a step: small, fit to be replicated
+// (output is not an event), with a typed payload per kind (the api's
+// payload types: one definition of each). Message is for people; no
+// program reads it. It converts to api.Event as it is.
 type Event struct {
 	Time    time.Time `json:"time"`
 	Kind    string    `json:"kind"`
 	Message string    `json:"message"`
+	// Attempt is the attempt a placed or requeued event is about.
+	Attempt int `json:"attempt,omitempty"`
 
-	// An egress_denied event says in fields what its message says; other
-	// events leave them empty (and absent in JSON).
-
-	// Reason is the egress filter's reason: "private", "metadata",
-	// "node", "documentation", "encapsulation", ...; of an EventWaiting
-	// a Wait* code, of an EventUnplaceable the first missing resource.
-	Reason string `json:"reason,omitempty"`
-	// Destination is the last denied address, with its port when it had
-	// one ("169.254.169.254:80", "[fd00::1]:443", "224.0.0.1").
-	Destination string `json:"destination,omitempty"`
-	// Protocol is the last denied packet's IP protocol: "tcp", "udp",
-	// "icmp", "icmpv6", "gre", ... or its number.
-	Protocol string `json:"protocol,omitempty"`
-	// Packets counts the packets denied for Reason in the step so far.
-	Packets uint64 `json:"packets,omitempty"`
-
-	// DroppedBytes, in an output_truncated event, counts the output bytes
-	// the step wrote past its output cap that the log did not keep (between
-	// the kept head and the kept tail).
-	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
+	Egress      *api.Egress       `json:"egress,omitempty"`
+	Files       *api.FilesChanged `json:"files,omitempty"`
+	Exit        *api.ExitEvent    `json:"exit,omitempty"`
+	Output      *api.Output       `json:"output,omitempty"`
+	Waiting     *api.Waiting      `json:"waiting,omitempty"`
+	Unplaceable *api.NotPlaceable `json:"unplaceable,omitempty"`
+	Warning     *api.Warning      `json:"warning,omitempty"`
 }
 
-// Event kinds.
+// legacyEvent holds the fields of an event as recorded before the typed
+// payloads (issue 10's flat egress fields, issue 15's dropped_bytes).
+type legacyEvent struct {
+	Reason       string `json:"reason"`
+	Destination  string `json:"destination"`
+	Protocol     string `json:"protocol"`
+	Packets      uint64 `json:"packets"`
+	DroppedBytes int64  `json:"dropped_bytes"`
+}
+
+// UnmarshalJSON decodes an event, and an event recorded before the typed
+// payloads with its flat fields moved into its kind's payload, so that
+// old log entries and snapshots read as new ones.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	type plain Event
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*e = Event(p)
+	var old legacyEvent
+	if err := json.Unmarshal(b, &old); err != nil {
+		return err
+	}
+	switch {
+	case e.Kind == EventEgressDenied && e.Egress == nil && old.Reason != "":
+		e.Egress = &api.Egress{Reason: old.Reason, Destination: old.Destination, Protocol: old.Protocol, Packets: old.Packets}
+	case e.Kind == EventOutputTruncated && e.Output == nil && old.DroppedBytes > 0:
+		e.Output = &api.Output{DroppedBytes: old.DroppedBytes}
+	case e.Kind == EventWaiting && e.Waiting == nil && old.Reason != "":
+		e.Waiting = &api.Waiting{Reason: old.Reason}
+	case e.Kind == EventUnplaceable && e.Unplaceable == nil && old.Reason != "":
+		e.Unplaceable = &api.NotPlaceable{Resource: old.Reason}
+	}
+	return nil
+}
+
+// Event kinds of a node (see api for what each carries).
 const (
-	EventCreated   = "created"
-	EventStarted   = "started"
-	EventKill      = "kill"
-	EventExited    = "exited"
-	EventOOM       = "oom"
-	EventCleanedUp = "cleaned_up"
-	EventAdopted   = "adopted"
-	EventWarning   = "warning"
-	// EventEgressDenied reports packets the egress filter denied, by
-	// reason: "egress denied: 169.254.169.254:80, metadata, 3 packets",
-	// and the same in its Reason, Destination, Protocol and Packets fields.
-	EventEgressDenied = "egress_denied"
-	// EventFilesChanged says what the step changed in its workspace:
-	// "3 files changed: +chart.png, ~summary.csv, -old.txt".
-	EventFilesChanged = "files_changed"
-	// EventOutputTruncated says the step's output went past its output cap
-	// (output_bytes): the log kept the head and the tail, and DroppedBytes
-	// counts what it dropped between them.
-	EventOutputTruncated = "output_truncated"
+	EventExited          = api.EventExited
+	EventCleanedUp       = api.EventCleanedUp
+	EventWarning         = api.EventWarning
+	EventEgressDenied    = api.EventEgressDenied
+	EventFilesChanged    = api.EventFilesChanged
+	EventOutputTruncated = api.EventOutputTruncated
 )

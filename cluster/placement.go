@@ -1,6 +1,10 @@
 package cluster
 
-import "time"
+import (
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+)
 
 // Resources a step asks for that a node may lack, as Shortfall names
 // them, with their units.
@@ -55,13 +59,13 @@ func (u *Unplaceable) Clone() *Unplaceable {
 const (
 	// WaitNoNode: no node is up (none registered, or all down), or the
 	// node the step is bound to is down.
-	WaitNoNode = "no_node"
+	WaitNoNode = api.WaitNoNode
 	// WaitNotReady: the nodes that could take the step are degraded or
 	// draining (or the node it is bound to is).
-	WaitNotReady = "not_ready"
+	WaitNotReady = api.WaitNotReady
 	// WaitCapacity: ready nodes could take the step, but none has enough
 	// free now, or a free start slot.
-	WaitCapacity = "capacity"
+	WaitCapacity = api.WaitCapacity
 )
 
 // Event kinds of placement.
@@ -69,14 +73,14 @@ const (
 	// EventWaiting says why a queued step is not placed; its Reason is a
 	// Wait* code. It is recorded when the reason changes, not at every
 	// placement round.
-	EventWaiting = "waiting"
+	EventWaiting = api.EventWaiting
 	// EventUnplaceable records that no node could ever take the step; its
 	// Reason is the first missing resource ("memory", ..., "node").
-	EventUnplaceable = "unplaceable"
+	EventUnplaceable = api.EventUnplaceable
 	// EventNotStarted records that the step's node did not start it within
 	// the scheduler's bound (scheduler serve --start-timeout or
 	// --create-timeout); a requeued or the failure follows.
-	EventNotStarted = "not_started"
+	EventNotStarted = api.EventNotStarted
 )
 
 // StepUnplaceable fails a queued step that no node could ever take (the

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rodon-compute/rodon/api"
 )
 
 // MaxEvents is how many events a step record keeps: the latest ones.
@@ -18,18 +20,19 @@ const MaxAttempts = 3
 
 // Event kinds recorded by the scheduler (see exit.go for the agent's).
 const (
-	EventQueued           = "queued"
-	EventPlaced           = "placed"
-	EventStarting         = "starting"
-	EventLost             = "lost"
-	EventRequeued         = "requeued"
-	EventExpired          = "expired"
-	EventCancelRequested  = "cancel_requested"
-	EventCancelConfirmed  = "cancel_confirmed"
-	EventCancelUnverified = "cancel_unverified"
+	EventQueued           = api.EventQueued
+	EventPlaced           = api.EventPlaced
+	EventStarting         = api.EventStarting
+	EventStarted          = api.EventStarted
+	EventLost             = api.EventLost
+	EventRequeued         = api.EventRequeued
+	EventExpired          = api.EventExpired
+	EventCancelRequested  = api.EventCancelRequested
+	EventCancelConfirmed  = api.EventCancelConfirmed
+	EventCancelUnverified = api.EventCancelUnverified
 	// EventLateReport records a report about an attempt the scheduler had
 	// already given up on, such as the exit of a lost step.
-	EventLateReport = "late_report"
+	EventLateReport = api.EventLateReport
 )
 
 // StepSpec is what a step asks for; it does not change after submission.
@@ -178,6 +181,9 @@ type Step struct {
 	TerminatedBy TerminatedBy `json:"terminated_by,omitempty"`
 	// Reason explains a failure, a loss or an expiry for people.
 	Reason string `json:"reason,omitempty"`
+	// Cause is the typed cause of a step that failed on its node (an
+	// api.Cause* constant).
+	Cause string `json:"cause,omitempty"`
 	// Unplaceable is the typed cause of a step that failed because no
 	// node could ever take it.
 	Unplaceable *Unplaceable `json:"unplaceable,omitempty"`

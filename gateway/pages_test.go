@@ -137,7 +137,8 @@ func (f *fixture) seedRuns(n int, ws string, from time.Time) {
 			for k := range 10 {
 				st.Events = append(st.Events, api.Event{Time: created, Kind: "progress", Message: fmt.Sprintf("event %d of step %d: %s", k, j, strings.Repeat("x", 80))})
 			}
-			st.Events = append(st.Events, api.Event{Time: created, Kind: eventFilesChanged, Message: "2 files changed: +chart.png, ~summary.csv"})
+			st.Events = append(st.Events, api.Event{Time: created, Kind: api.EventFilesChanged, Message: "2 files changed: +chart.png, ~summary.csv",
+				Files: &api.FilesChanged{Added: []string{"chart.png"}, Modified: []string{"summary.csv"}, Removed: []string{}}})
 			rs.View = keptView(rs, &st, nil)
 			run.Steps = append(run.Steps, rs)
 		}

@@ -24,8 +24,10 @@ func TestRunPageSurvivesCompaction(t *testing.T) {
 	op := f.newRun(2)
 	s0, s1 := op.Steps[0].ID, op.Steps[1].ID
 	f.sched.Start(s0)
-	f.sched.AddEvent(s0, eventEgressDenied, "egress denied: 169.254.169.254:80, metadata, 3 packets")
-	f.sched.AddEvent(s0, eventFilesChanged, "2 files changed: +chart.png, ~summary.csv")
+	f.sched.AddTypedEvent(s0, api.Event{Kind: api.EventEgressDenied, Message: "egress denied: 169.254.169.254:80, metadata, 3 packets",
+		Egress: &api.Egress{Reason: "metadata", Destination: "169.254.169.254:80", Protocol: "tcp", Packets: 3}})
+	f.sched.AddTypedEvent(s0, api.Event{Kind: api.EventFilesChanged, Message: "2 files changed: +chart.png, ~summary.csv",
+		Files: &api.FilesChanged{Added: []string{"chart.png"}, Modified: []string{"summary.csv"}, Removed: []string{}}})
 	f.sched.Exit(s0, 0)
 	live := map[string]api.RunStep{}
 	var step0, step1 api.RunStep

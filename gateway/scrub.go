@@ -7,15 +7,15 @@ import (
 	"strings"
 )
 
-// Scrub removes provider identifiers from s, a message meant for users
-// (a step's reason, an event's text): the given known names (the step's
-// node), URLs, host:port pairs, IP addresses, long hex ids (container
-// ids, digests), runtime names and host paths. Each is replaced by a
-// bracketed word saying what was there ("[node]", "[address]", "[id]").
-// An OCI runtime error is first rewritten for users ("the command could
-// not be started: ...", scrubRuntimeError).
+// Scrub removes provider identifiers from s, a text of the scheduler's
+// meant for users (a step's reason, a cancel's, a refusal): the given
+// known names (the step's node), URLs, host:port pairs, IP addresses,
+// long hex ids (container ids, digests), runtime names and host paths.
+// Each is replaced by a bracketed word saying what was there ("[node]",
+// "[address]", "[id]"). Events are not scrubbed: the gateway writes
+// their messages itself from their payloads (publicEvent). A node's
+// failure reasons are classified on the node and hold no runtime error.
 func Scrub(s string, known ...string) string {
-	s = scrubRuntimeError(s)
 	for _, k := range known {
 		if len(k) >= 2 {
 			s = strings.ReplaceAll(s, k, "[node]")

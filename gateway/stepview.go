@@ -3,16 +3,11 @@ package gateway
 import (
 	"encoding/json"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/rodon-compute/rodon/api"
 )
-
-// eventEgressDenied is the kind of the node's egress events, whose message
-// is "egress denied: <addr>, <reason>, <n> packets".
-const eventEgressDenied = "egress_denied"
 
 // runStepView is step rs as the API shows it. st is the scheduler's
 // record, nil when the step was never submitted; known are the node names
@@ -36,7 +31,7 @@ func runStepView(rs runStepRecord, st *api.Step, known ...string) api.RunStep {
 	}
 	// st.Node is never copied; it is scrubbed wherever it appears.
 	known = append([]string{st.Node}, known...)
-	out.Reason = Scrub(st.Reason, known...)
+	out.Reason, out.Cause = Scrub(st.Reason, known...), st.Cause
 	if st.Cancel != nil {
 		c := *st.Cancel
 		c.Unverified = Scrub(c.Unverified, known...)
@@ -44,25 +39,17 @@ func runStepView(rs runStepRecord, st *api.Step, known ...string) api.RunStep {
 	}
 	for _, e := range st.Events {
 		switch e.Kind {
-		case eventEgressDenied:
-			// The last count is the total. Agents since issue 10 send the
-			// reason and count as fields; older ones only in the message.
-			if e.Reason != "" {
-				out.Denied[e.Reason] = int64(e.Packets)
-			} else if reason, n, ok := parseDenied(e.Message); ok {
-				out.Denied[reason] = n
+		case api.EventEgressDenied:
+			// The last count is the total.
+			if e.Egress != nil {
+				out.Denied[e.Egress.Reason] = int64(e.Egress.Packets)
 			}
-		case eventFilesChanged:
-			// The latest event decides (nil when it cannot be read). Its
-			// paths are the workspace's own names, read before Scrub,
-			// which would take a hex file name for an id.
-			out.FilesChanged, _ = parseFilesChanged(e.Message)
+		case api.EventFilesChanged:
+			// The latest event decides; the paths are the workspace's own
+			// names, shown as they are.
+			out.FilesChanged = cloneFilesChanged(e.Files)
 		}
-		// The typed fields travel too; a destination can be a node's
-		// address, so it is scrubbed like the message.
-		out.Events = append(out.Events, api.Event{Time: e.Time, Kind: e.Kind, Message: Scrub(e.Message, known...),
-			Reason: e.Reason, Destination: Scrub(e.Destination, known...), Protocol: e.Protocol, Packets: e.Packets,
-			DroppedBytes: e.DroppedBytes})
+		out.Events = append(out.Events, publicEvent(e, known))
 	}
 	switch {
 	case !st.Phases.CleanedUp.IsZero():
@@ -83,25 +70,6 @@ func retryRule(idempotent bool) string {
 		return "idempotent: placed again if its node is lost"
 	}
 	return "at most once: not run again if its node is lost"
-}
-
-// parseDenied reads the reason and packet count of an egress event,
-// "egress denied: 169.254.169.254:80, metadata, 3 packets".
-func parseDenied(msg string) (reason string, packets int64, ok bool) {
-	rest, found := strings.CutPrefix(msg, "egress denied: ")
-	if !found {
-		return "", 0, false
-	}
-	parts := strings.Split(rest, ", ")
-	if len(parts) != 3 || parts[1] == "" {
-		return "", 0, false
-	}
-	num, unit, _ := strings.Cut(parts[2], " ")
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || (unit != "packets" && unit != "packet") {
-		return "", 0, false
-	}
-	return parts[1], n, true
 }
 
 // Bounds of what a run record keeps of its ended steps (their views).

@@ -8,9 +8,9 @@ import (
 )
 
 // ScrubFrame returns line, one stream frame (an api.Frame as JSON, as the
-// node agent serves it), with provider identifiers scrubbed from an
-// event's message and an exit's reason, as Scrub does for the step
-// objects. Output frames and lines it cannot decode are returned as they
+// node agent serves it), with an event as the step objects show it (its
+// message written by the gateway from its payload, publicEvent) and
+// provider identifiers scrubbed from an exit's reason (Scrub). Output frames and lines it cannot decode are returned as they
 // are. The stream relay calls it (relay.Config.Rewrite) for every frame
 // that is not output.
 func (g *Gateway) ScrubFrame(ctx context.Context, line []byte) []byte {
@@ -25,22 +25,13 @@ func (g *Gateway) ScrubFrame(ctx context.Context, line []byte) []byte {
 		if err != nil {
 			return line
 		}
-		scrubbed := Scrub(e.Message, g.nodes.known(ctx)...)
-		if scrubbed == e.Message {
-			return line
-		}
-		e.Message = scrubbed
-		data = e
+		data = publicEvent(e, g.nodes.known(ctx))
 	case api.KindExit:
 		x, err := f.Exit()
 		if err != nil {
 			return line
 		}
-		scrubbed := Scrub(x.Reason, g.nodes.known(ctx)...)
-		if scrubbed == x.Reason {
-			return line
-		}
-		x.Reason = scrubbed
+		x.Reason = Scrub(x.Reason, g.nodes.known(ctx)...)
 		data = x
 	default:
 		return line

@@ -49,18 +49,26 @@ func TestScrubFrame(t *testing.T) {
 	}
 }
 
-// TestScrubFrameRuntimeError: an exit frame's reason and an event's
-// message say "the command could not be started", as the step objects do.
-func TestScrubFrameRuntimeError(t *testing.T) {
+// TestScrubFrameEvent: an event frame's message is the gateway's, made
+// from the event's payload: a node's text (a runtime error, a node name)
+// is never passed on; an exit frame's reason is the node's classified
+// sentence, passed on as it is.
+func TestScrubFrameEvent(t *testing.T) {
 	g := newFixture(t).g
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	msg := `OCI runtime exec failed: exec failed: unable to start container process: exec: "nope": executable file not found in $PATH: unknown`
-	want := `the command could not be started: "nope": executable file not found in $PATH`
-	for _, fr := range []api.Frame{
-		api.NewExitFrame(2, api.Exit{State: "failed", TerminatedBy: "platform", Reason: msg}, now),
-		api.NewEventFrame(1, api.Event{Time: now, Kind: "warning", Message: msg}, now),
+	raw := `OCI runtime exec failed: exec failed: unable to start container process: exec: "nope": executable file not found in $PATH: unknown`
+	for _, tc := range []struct {
+		in   api.Event
+		want string
+	}{
+		{api.Event{Time: now, Kind: api.EventExited, Message: raw,
+			Exit: &api.ExitEvent{State: "failed", ExitCode: -1, TerminatedBy: "platform", Cause: api.CauseCommandNotFound}},
+			"failed: the command was not found in the image"},
+		{api.Event{Time: now, Kind: api.EventPlaced, Message: "placed on node node-secret-7 (attempt 2)", Attempt: 2}, "placed (attempt 2)"},
+		{api.Event{Time: now, Kind: api.EventEgressDenied, Message: "egress denied: 10.1.2.3:7200, node, 1 packet",
+			Egress: &api.Egress{Reason: "node", Destination: "10.1.2.3:7200", Packets: 1}}, "egress denied: [node]:7200, node, 1 packet"},
 	} {
-		in, err := json.Marshal(fr)
+		in, err := json.Marshal(api.NewEventFrame(1, tc.in, now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,22 +77,24 @@ func TestScrubFrameRuntimeError(t *testing.T) {
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("ScrubFrame(%s) = %s: %v", in, out, err)
 		}
-		var text string
-		if got.Kind == api.KindExit {
-			x, err := got.Exit()
-			if err != nil {
-				t.Fatal(err)
-			}
-			text = x.Reason
-		} else {
-			e, err := got.Event()
-			if err != nil {
-				t.Fatal(err)
-			}
-			text = e.Message
+		e, err := got.Event()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if text != want {
-			t.Errorf("ScrubFrame(%s) text = %q, want %q", in, text, want)
+		if e.Message != tc.want || e.Kind != tc.in.Kind {
+			t.Errorf("ScrubFrame(%s) event = %+v, want message %q", in, e, tc.want)
 		}
+	}
+	reason := `step did not start: command "nope" not found in the image`
+	in, err := json.Marshal(api.NewExitFrame(2, api.Exit{State: "failed", TerminatedBy: "platform", Reason: reason, Cause: api.CauseCommandNotFound}, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got api.Frame
+	if err := json.Unmarshal(g.ScrubFrame(t.Context(), in), &got); err != nil {
+		t.Fatal(err)
+	}
+	if x, err := got.Exit(); err != nil || x.Reason != reason || x.Cause != api.CauseCommandNotFound {
+		t.Errorf("exit frame = %+v, %v; want reason %q and its cause", x, err, reason)
 	}
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 )
 
@@ -61,7 +62,7 @@ func (st *State) applyStepExit(idx uint64, c *cluster.StepExit) any {
 	case !s.Live():
 		return transition(s, r.State)
 	}
-	s.State, s.TerminatedBy, s.Reason, s.EndedAt = r.State, r.TerminatedBy, r.Reason, c.At
+	s.State, s.TerminatedBy, s.Reason, s.Cause, s.EndedAt = r.State, r.TerminatedBy, r.Reason, r.Cause, c.At
 	if r.State != cluster.StateFailed {
 		code := r.ExitCode
 		s.ExitCode = &code
@@ -71,7 +72,9 @@ func (st *State) applyStepExit(idx uint64, c *cluster.StepExit) any {
 		s.Phases.Exited = c.At
 	}
 	s.ModifyIndex = idx
-	s.AddEvent(event(c.At, cluster.EventExited, "%s", describeExit(r)))
+	e := event(c.At, cluster.EventExited, "%s", describeExit(r))
+	e.Exit = &api.ExitEvent{State: string(r.State), ExitCode: r.ExitCode, TerminatedBy: string(r.TerminatedBy), Cause: r.Cause}
+	s.AddEvent(e)
 	st.putStep(old, s)
 	return nil
 }

@@ -201,7 +201,9 @@ func (st *State) markLost(idx uint64, id cluster.NodeID, reason string, at time.
 		s.ModifyIndex = idx
 		lost := fmt.Sprintf("node %s lost (%s) with attempt %d %s", id, reason, s.Attempts, s.State)
 		if s.Spec.Idempotent && s.Cancel == nil && s.Attempts < cluster.MaxAttempts {
-			s.AddEvent(event(at, cluster.EventRequeued, "%s; re-queued as attempt %d", lost, s.Attempts+1))
+			e := event(at, cluster.EventRequeued, "%s; re-queued as attempt %d", lost, s.Attempts+1)
+			e.Attempt = s.Attempts + 1
+			s.AddEvent(e)
 			s.State, s.Node = cluster.StateQueued, ""
 			s.Attempts++
 			s.Phases = cluster.Phases{Queued: at}

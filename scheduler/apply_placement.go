@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 )
 
@@ -22,7 +23,7 @@ func failUnplaceable(s *cluster.Step, u *cluster.Unplaceable, reason string, at 
 	s.Reason = reason
 	s.Unplaceable = u.Clone()
 	e := event(at, cluster.EventUnplaceable, "%s", reason)
-	e.Reason = unplaceableKind(u)
+	e.Unplaceable = &api.NotPlaceable{Resource: unplaceableKind(u)}
 	s.AddEvent(e)
 }
 
@@ -53,7 +54,10 @@ func lastWait(s *cluster.Step) string {
 	for i := len(s.Events) - 1; i >= 0; i-- {
 		switch e := s.Events[i]; e.Kind {
 		case cluster.EventWaiting:
-			return e.Reason
+			if e.Waiting != nil {
+				return e.Waiting.Reason
+			}
+			return ""
 		case cluster.EventQueued, cluster.EventRequeued:
 			return ""
 		}
@@ -78,7 +82,7 @@ func (st *State) applyStepsWaiting(idx uint64, c *cluster.StepsWaiting) any {
 		}
 		s := cloneStep(old)
 		e := event(c.At, cluster.EventWaiting, "%s", w.Message)
-		e.Reason = w.Reason
+		e.Waiting = &api.Waiting{Reason: w.Reason}
 		s.AddEvent(e)
 		s.ModifyIndex = idx
 		st.putStep(old, s)
@@ -105,7 +109,9 @@ func (st *State) applyStartTimeout(idx uint64, c *cluster.StartTimeout) any {
 	s.AddEvent(event(c.At, cluster.EventNotStarted, "%s", reason))
 	s.ModifyIndex = idx
 	if s.Spec.Idempotent && s.Cancel == nil && s.Attempts < cluster.MaxAttempts {
-		s.AddEvent(event(c.At, cluster.EventRequeued, "re-queued as attempt %d", s.Attempts+1))
+		e := event(c.At, cluster.EventRequeued, "re-queued as attempt %d", s.Attempts+1)
+		e.Attempt = s.Attempts + 1
+		s.AddEvent(e)
 		s.State, s.Node = cluster.StateQueued, ""
 		s.Attempts++
 		s.Phases = cluster.Phases{Queued: c.At}

@@ -28,7 +28,7 @@ func TestApplyUnplaceable(t *testing.T) {
 	f := newTestFSM(t)
 	f.mustApply(t, atSubmit)
 	s := f.step(t, "s1")
-	if e := s.Events[len(s.Events)-1]; e.Reason != "memory" || e.Message != reason || s.EndedAt != at(1) {
+	if e := s.Events[len(s.Events)-1]; e.Unplaceable == nil || e.Unplaceable.Resource != "memory" || e.Message != reason || s.EndedAt != at(1) {
 		t.Errorf("unplaceable event %+v, ended at %v; want reason memory, the message, ended at submission", e, s.EndedAt)
 	}
 }
@@ -42,8 +42,8 @@ func TestApplyStepsWaiting(t *testing.T) {
 	waits := func(id cluster.StepID) []string {
 		var out []string
 		for _, e := range f.step(t, id).Events {
-			if e.Kind == cluster.EventWaiting {
-				out = append(out, e.Reason)
+			if e.Kind == cluster.EventWaiting && e.Waiting != nil {
+				out = append(out, e.Waiting.Reason)
 			}
 		}
 		return out

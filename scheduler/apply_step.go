@@ -104,7 +104,9 @@ func (st *State) applyPlaceStep(idx uint64, c *cluster.PlaceStep) any {
 	s.State, s.Node = cluster.StatePlaced, c.Node
 	s.Phases.Placed = c.At
 	s.ModifyIndex = idx
-	s.AddEvent(event(c.At, cluster.EventPlaced, "placed on node %s (attempt %d)", c.Node, s.Attempts))
+	e := event(c.At, cluster.EventPlaced, "placed on node %s (attempt %d)", c.Node, s.Attempts)
+	e.Attempt = s.Attempts
+	s.AddEvent(e)
 	st.putStep(old, s)
 	return nil
 }

@@ -123,6 +123,7 @@ func apiStep(s cluster.Step) api.Step {
 		Phases:       api.Phases(s.Phases),
 		Events:       make([]api.Event, 0, len(s.Events)),
 		Reason:       s.Reason,
+		Cause:        s.Cause,
 		Unplaceable:  apiUnplaceable(s.Unplaceable),
 		EndedAt:      s.EndedAt,
 		Spec:         requestOf(s.Spec),

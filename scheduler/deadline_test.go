@@ -49,7 +49,7 @@ func TestUnplaceableAtSubmission(t *testing.T) {
 		s.Unplaceable == nil || s.Unplaceable.Missing[0] != want.Missing[0] {
 		t.Errorf("step big = %+v, want failed by platform with the cause %+v", s, want)
 	}
-	if e := s.Events[len(s.Events)-1]; e.Kind != cluster.EventUnplaceable || e.Reason != "memory" {
+	if e := s.Events[len(s.Events)-1]; e.Kind != cluster.EventUnplaceable || e.Unplaceable == nil || e.Unplaceable.Resource != "memory" {
 		t.Errorf("last event %+v, want unplaceable, reason memory", e)
 	}
 	// A node binding to no registered node is as unplaceable.
@@ -70,7 +70,7 @@ func TestUnplaceableWhenTheFleetIsKnown(t *testing.T) {
 		t.Fatalf("SubmitStep() with no node = %v, want it queued", err)
 	}
 	s = waitStep(t, cl, s.ID, "a waiting event", func(s api.Step) bool { return lastEvent(s).Kind == cluster.EventWaiting })
-	if e := lastEvent(s); e.Reason != cluster.WaitNoNode || !strings.Contains(e.Message, "no node is registered") {
+	if e := lastEvent(s); e.Waiting == nil || e.Waiting.Reason != cluster.WaitNoNode || !strings.Contains(e.Message, "no node is registered") {
 		t.Errorf("waiting event %+v, want no_node", e)
 	}
 	start := time.Now()

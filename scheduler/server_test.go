@@ -396,7 +396,7 @@ func TestServerQueueExpiry(t *testing.T) {
 			waits = append(waits, e)
 		}
 	}
-	if len(waits) != 1 || waits[0].Reason != cluster.WaitCapacity || !strings.Contains(waits[0].Message, "no ready node has 1 cores and 1GiB of memory free") {
+	if len(waits) != 1 || waits[0].Waiting == nil || waits[0].Waiting.Reason != cluster.WaitCapacity || !strings.Contains(waits[0].Message, "no ready node has 1 cores and 1GiB of memory free") {
 		t.Errorf("waiting events = %+v, want one, reason capacity, saying what is missing", waits)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,13 +180,13 @@ func TestOutputCap(t *testing.T) {
 		t.Errorf("the %d bytes kept after the head are not the last written (want at least %d of them)", len(tailKept), capBytes/4)
 	}
 	truncs := events(frames, cluster.EventOutputTruncated)
-	if len(truncs) != 1 || truncs[0].DroppedBytes != int64(len(in)-len(kept)) || truncs[0] != api.Event(ev) {
+	if len(truncs) != 1 || truncs[0].Output == nil || truncs[0].Output.DroppedBytes != int64(len(in)-len(kept)) || !reflect.DeepEqual(truncs[0], api.Event(ev)) {
 		t.Errorf("output_truncated events %+v (Finish: %+v), want one with dropped_bytes %d", truncs, ev, len(in)-len(kept))
 	}
 	if w := events(frames, cluster.EventWarning); len(w) != 1 || !strings.Contains(w[0].Message, "held back") {
 		t.Errorf("warning events %+v, want one saying output is held back", w)
 	}
-	t.Logf("20 MiB written, cap %d: kept %d, dropped %d; disk at most %d bytes while writing, %d after", capBytes, len(kept), truncs[0].DroppedBytes, maxDisk, diskUse(t, s))
+	t.Logf("20 MiB written, cap %d: kept %d, dropped %d; disk at most %d bytes while writing, %d after", capBytes, len(kept), truncs[0].Output.DroppedBytes, maxDisk, diskUse(t, s))
 	if maxDisk > 2*capBytes {
 		t.Errorf("the log took %d bytes of disk, want under twice its cap", maxDisk)
 	}
@@ -219,7 +220,7 @@ func TestOutputCapBothStreams(t *testing.T) {
 	frames := readAll(t, t.Context(), mustOpen(t, s, "both", ReadOptions{}))
 	kept := int64(len(output(t, frames, api.KindStdout)) + len(output(t, frames, api.KindStderr)))
 	truncs := events(frames, cluster.EventOutputTruncated)
-	if kept > capBytes || len(truncs) != 1 || truncs[0].DroppedBytes+kept != total {
+	if kept > capBytes || len(truncs) != 1 || truncs[0].Output == nil || truncs[0].Output.DroppedBytes+kept != total {
 		t.Errorf("kept %d of %d bytes, events %+v; want at most %d kept and the dropped bytes counted", kept, total, truncs, capBytes)
 	}
 	for _, kind := range []api.FrameKind{api.KindStdout, api.KindStderr} {

@@ -271,6 +271,8 @@ func (lg *Log) outputLocked(kind api.FrameKind, chunk []byte) error {
 		}
 		lg.tail = t
 		err = lg.eventLocked(cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventWarning,
+			Warning: &api.Warning{Cause: api.WarningOutputHeldBack},
+			Output:  &api.Output{HeadBytes: lg.kept, TailBytes: lg.cap - lg.head, CapBytes: lg.cap},
 			Message: fmt.Sprintf("output past the first %s is held back until the step ends: its last %s will be kept and what comes before them dropped (output cap %s)",
 				size.Format(lg.kept), size.Format(lg.cap-lg.head), size.Format(lg.cap))})
 		if err != nil {
@@ -308,6 +310,7 @@ func exitData(rec cluster.ExitRecord) api.Exit {
 		State:        string(rec.State),
 		TerminatedBy: string(rec.TerminatedBy),
 		Reason:       rec.Reason,
+		Cause:        rec.Cause,
 		Phases:       api.Phases(rec.Phases),
 		StdoutBytes:  rec.Stdout,
 		StderrBytes:  rec.Stderr,

@@ -148,7 +148,8 @@ func (lg *Log) appendTailLocked() (cluster.Event, bool, error) {
 	var ev cluster.Event
 	dropped := t.total - t.kept()
 	if dropped > 0 {
-		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventOutputTruncated, DroppedBytes: dropped,
+		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventOutputTruncated,
+			Output: &api.Output{DroppedBytes: dropped, HeadBytes: lg.kept, TailBytes: t.kept(), CapBytes: lg.cap},
 			Message: fmt.Sprintf("output truncated: %s dropped between the first %s and the last %s (output cap %s)",
 				size.Format(dropped), size.Format(lg.kept), size.Format(t.kept()), size.Format(lg.cap))}
 		if err := lg.eventLocked(ev); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,10 +12,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd"
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/bundles"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/size"
@@ -181,16 +182,12 @@ func exitStatus(rec cluster.ExitRecord, stderr io.Writer) int {
 	switch {
 	case rec.State == cluster.StateFailed:
 		fmt.Fprintf(stderr, "agentd run: step %s failed: %s\n", rec.Step, rec.Reason)
-		if strings.Contains(rec.Reason, "not found") {
+		if rec.Cause == api.CauseCommandNotFound || rec.Cause == api.CauseImageNotFound {
 			return exitNotFound
 		}
 		return exitInternal
 	case rec.TerminatedBy != cluster.ByExit:
-		why := rec.Reason
-		if why == "" {
-			why = string(rec.TerminatedBy)
-		}
-		fmt.Fprintf(stderr, "agentd run: step %s ended by %s: %s (exit %d)\n", rec.Step, rec.TerminatedBy, why, rec.ExitCode)
+		fmt.Fprintf(stderr, "agentd run: step %s ended by %s: %s (exit %d)\n", rec.Step, rec.TerminatedBy, cmp.Or(rec.Reason, string(rec.TerminatedBy)), rec.ExitCode)
 	}
 	return rec.ExitCode
 }

@@ -5,8 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rodon-compute/rodon/api"
 )
@@ -48,7 +51,10 @@ func printStep(w io.Writer, s api.Step) error {
 		kv.row("terminated by:", s.TerminatedBy)
 	}
 	if s.Reason != "" {
-		kv.row("reason:", s.Reason)
+		kv.row("reason:", printable(s.Reason))
+	}
+	if s.Cause != "" {
+		kv.row("cause:", s.Cause)
 	}
 	kv.row("node:", s.Node)
 	kv.row("attempts:", fmt.Sprint(s.Attempts))
@@ -72,7 +78,7 @@ func printStep(w io.Writer, s api.Step) error {
 		case !c.ConfirmedAt.IsZero():
 			desc += ", confirmed " + fmtTime(c.ConfirmedAt)
 		case c.Unverified != "":
-			desc += ", unverified: " + c.Unverified
+			desc += ", unverified: " + printable(c.Unverified)
 		default:
 			desc += ", not confirmed yet"
 		}
@@ -99,10 +105,59 @@ func printStep(w io.Writer, s api.Step) error {
 	}
 	fmt.Fprintln(w, "\nevents:")
 	t := newTable(w, "  TIME", "KIND", "MESSAGE")
+	var files *api.FilesChanged
 	for _, e := range s.Events {
-		t.row("  "+fmtTime(e.Time), e.Kind, strings.ReplaceAll(e.Message, "\n", " "))
+		t.row("  "+fmtTime(e.Time), printable(e.Kind), printable(e.Message))
+		if e.Kind == api.EventFilesChanged {
+			files = e.Files
+		}
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if files != nil {
+		printFiles(w, files)
+	}
+	return nil
+}
+
+// printFiles writes the paths of a files_changed event's payload, one a
+// line after its sign (+ added, ~ modified, - removed), each as printable
+// shows it, so that no name reads as two.
+func printFiles(w io.Writer, fc *api.FilesChanged) {
+	fmt.Fprintln(w, "\nfiles changed:")
+	for _, l := range []struct {
+		sign  string
+		paths []string
+	}{{"+", fc.Added}, {"~", fc.Modified}, {"-", fc.Removed}} {
+		for _, p := range l.paths {
+			fmt.Fprintf(w, "  %s %s\n", l.sign, printable(p))
+		}
+	}
+	if fc.More > 0 {
+		fmt.Fprintf(w, "  and %d more\n", fc.More)
+	}
+	if len(fc.Added)+len(fc.Modified)+len(fc.Removed)+fc.More == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+}
+
+// printable is s as a terminal shows it safely on one line: as it is when
+// it is valid UTF-8 of printable characters (spaces included) that does
+// not start with a quote or end in a space; else quoted with Go's escapes
+// (strconv.Quote), so that a control character, a newline or a tab is
+// seen as its escape and cannot move the cursor, end the line or shift a
+// column.
+func printable(s string) string {
+	if !utf8.ValidString(s) || strings.HasPrefix(s, `"`) || strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if r != ' ' && !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // fmtLimits describes step limits (a step's in force, or a node's

@@ -308,6 +308,15 @@ func (s *Scheduler) AddEvent(id, kind, message string) {
 	})
 }
 
+// AddTypedEvent appends e, an event with its payload, to step id (its
+// time set if zero).
+func (s *Scheduler) AddTypedEvent(id string, e api.Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	s.update(id, func(st *api.Step) { st.Events = append(st.Events, e) })
+}
+
 // Accepted returns how many times a submission of id was accepted (at
 // most once, unless the gateway lost track of its steps).
 func (s *Scheduler) Accepted(id string) int {

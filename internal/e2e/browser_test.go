@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,17 +20,21 @@ import (
 // chromiumPath is the browser TestBrowser drives.
 const chromiumPath = "/usr/bin/chromium"
 
-// browserCommand prints "line 0" to "line 33" every 0.3 s, then sleeps.
-// It ignores SIGTERM, so that a cancel is confirmed only after the node's
-// kill grace (SIGKILL): the page must show "cancel requested" for that
-// long, and the API must not show the cancel confirmed meanwhile.
+// browserCommand makes two files whose names would read as more in a
+// message ("a, +b.txt" and "x", a newline, "~y"), prints "line 0" to
+// "line 33" every 0.3 s, then sleeps. It ignores SIGTERM, so that a
+// cancel is confirmed only after the node's kill grace (SIGKILL): the
+// page must show "cancel requested" for that long, and the API must not
+// show the cancel confirmed meanwhile.
 const browserCommand = `python3 -u -c "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); ` +
+	`[open(n, 'w').close() for n in ('a, +b.txt', 'x' + chr(10) + '~y')]; ` +
 	`[(print('line %d' % i, flush=True), time.sleep(0.3)) for i in range(34)]; time.sleep(300)"`
 
 // TestBrowser drives the web page in headless Chromium against a real
 // gateway, scheduler and agent: sign in, start a run from the form, watch
 // its output arrive while it runs, cancel it and see "cancel requested"
-// and then "cancel confirmed". It saves docs/screenshots/run.png.
+// and then "cancel confirmed", and the files it made listed one a name,
+// a newline escaped. It saves docs/screenshots/run.png.
 func TestBrowser(t *testing.T) {
 	testenv.RequireContainerd(t)
 	if _, err := os.Stat(chromiumPath); err != nil {
@@ -222,6 +228,32 @@ func TestBrowser(t *testing.T) {
 	readV()
 	if !strings.Contains(v.Text, "line 0\nline 1\nline 2\nline 3\n") || v.State != "cancelled" {
 		t.Errorf("terminal %q with state %q at the end, want the lines and cancelled", v.Text, v.State)
+	}
+
+	// The files the step made, one item each, as the node named them (in
+	// data-path) and shown with the newline escaped; the same in the run's
+	// union and in the API.
+	type shownFile struct {
+		Change string `json:"change"`
+		Path   string `json:"path"`
+		Text   string `json:"text"`
+	}
+	const readFiles = `[...document.querySelectorAll('%s li[data-change]')].map(li => ` +
+		`({change: li.dataset.change, path: li.dataset.path, text: li.querySelector('code').textContent}))`
+	wantFiles := []shownFile{{"added", "a, +b.txt", "a, +b.txt"}, {"added", "x\n~y", `"x\n~y"`}}
+	for _, list := range []string{"#files-0", "#run-files"} {
+		var got []shownFile
+		waitFor(t, 10*time.Second, "the page to list the step's files in "+list, func() bool {
+			var err error
+			got, err = chromedp.Run(ctx, chromedp.Evaluate[[]shownFile](fmt.Sprintf(readFiles, list)))
+			return err == nil && len(got) >= len(wantFiles)
+		})
+		if !slices.Equal(got, wantFiles) {
+			t.Errorf("%s lists %+v, want %+v", list, got, wantFiles)
+		}
+	}
+	if fc := op.Steps[0].FilesChanged; fc == nil || !slices.Equal(fc.Added, []string{"a, +b.txt", "x\n~y"}) || len(fc.Modified)+len(fc.Removed)+fc.More != 0 {
+		t.Errorf("the API's files_changed of step 0 = %+v, want the two files added", fc)
 	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

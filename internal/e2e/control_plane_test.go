@@ -17,7 +17,6 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
@@ -236,13 +235,13 @@ func TestControlPlaneDenied(t *testing.T) {
 		if e.Kind != "egress_denied" {
 			continue
 		}
-		dst, reason, n, ok := agentd.ParseDeniedMessage(e.Message)
-		if !ok {
-			t.Errorf("egress event %q does not parse", e.Message)
+		eg := e.Egress
+		if eg == nil {
+			t.Errorf("egress event %+v has no egress payload", e)
 			continue
 		}
-		reasons[reason] = n
-		t.Logf("egress_denied: %s %d packets, last to %s", reason, n, dst)
+		reasons[eg.Reason] = eg.Packets
+		t.Logf("egress_denied: %s %d packets, last to %s", eg.Reason, eg.Packets, eg.Destination)
 	}
 	// Every denied connect sent at least its SYN, every address a datagram.
 	if reasons["platform"] < uint64(tcpDenied+len(standIns)) {

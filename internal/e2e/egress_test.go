@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/testenv"
@@ -165,7 +165,7 @@ func deniedReasons(t *testing.T, f *fleet, id string) map[string]uint64 {
 }
 
 // denials are a step's egress events, the last one of each reason.
-type denials map[string]api.Event
+type denials map[string]api.Egress
 
 func (d denials) packets() map[string]uint64 {
 	out := map[string]uint64{}
@@ -186,11 +186,13 @@ func deniedEvents(t *testing.T, f *fleet, id string) denials {
 		if e.Kind != "egress_denied" {
 			continue
 		}
-		dst, reason, n, ok := agentd.ParseDeniedMessage(e.Message)
-		if !ok || e.Reason != reason || e.Packets != n || e.Destination != dst || e.Protocol == "" {
-			t.Errorf("egress event %+v: fields do not match its message (parsed: %q %q %d %v), or no protocol", e, dst, reason, n, ok)
+		eg := e.Egress
+		if eg == nil || eg.Reason == "" || eg.Destination == "" || eg.Protocol == "" ||
+			!strings.Contains(e.Message, eg.Destination+", "+eg.Reason+", "+strconv.FormatUint(eg.Packets, 10)+" packet") {
+			t.Errorf("egress event %+v (payload %+v): no reason, destination or protocol, or a message that says otherwise", e, eg)
+			continue
 		}
-		out[e.Reason] = e
+		out[eg.Reason] = *eg
 	}
 	return out
 }

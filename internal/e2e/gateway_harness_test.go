@@ -286,14 +286,15 @@ type gwOperation struct {
 }
 
 type gwRunStep struct {
-	ID           string      `json:"id"`
-	Index        int         `json:"index"`
-	State        string      `json:"state"`
-	ExitCode     *int        `json:"exit_code"`
-	TerminatedBy string      `json:"terminated_by"`
-	Cancel       *api.Cancel `json:"cancel"`
-	Phases       api.Phases  `json:"phases"`
-	Node         string      `json:"node"`
+	ID           string            `json:"id"`
+	Index        int               `json:"index"`
+	State        string            `json:"state"`
+	ExitCode     *int              `json:"exit_code"`
+	TerminatedBy string            `json:"terminated_by"`
+	Cancel       *api.Cancel       `json:"cancel"`
+	Phases       api.Phases        `json:"phases"`
+	Node         string            `json:"node"`
+	FilesChanged *api.FilesChanged `json:"files_changed"`
 }
 
 // startRun starts a run of steps in workspace ws and returns it.

@@ -163,8 +163,8 @@ func TestGatewayStream(t *testing.T) {
 				n += int64(len(out))
 			case api.KindEvent:
 				var e api.Event
-				if err := json.Unmarshal(fr.Data, &e); err == nil && e.Kind == "output_truncated" {
-					dropped += e.DroppedBytes
+				if err := json.Unmarshal(fr.Data, &e); err == nil && e.Kind == "output_truncated" && e.Output != nil {
+					dropped += e.Output.DroppedBytes
 				}
 			case api.KindExit:
 				x, err := fr.Exit()

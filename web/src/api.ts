@@ -43,10 +43,48 @@ export interface Cancel {
   unverified?: string;
 }
 
+/**
+ * StepEvent is api.Event: a kind, a message the gateway writes for people
+ * from the event's payload, and at most one payload, the kind's. The page
+ * reads the payload, never the message.
+ */
 export interface StepEvent {
   time: string;
   kind: string;
   message: string;
+  /** attempt is the attempt a placed or requeued event is about. */
+  attempt?: number;
+  egress?: EgressPayload | null;
+  files?: FilesChanged | null;
+  exit?: ExitPayload | null;
+  output?: OutputPayload | null;
+  waiting?: { reason: string } | null;
+  unplaceable?: { resource: string } | null;
+  warning?: { cause: string } | null;
+}
+
+/** EgressPayload is api.Egress: packets denied for one reason so far. */
+export interface EgressPayload {
+  reason: string;
+  destination?: string;
+  protocol?: string;
+  packets: number;
+}
+
+/** ExitPayload is api.ExitEvent: how an attempt ended; cause is set when it failed. */
+export interface ExitPayload {
+  state: string;
+  exit_code: number;
+  terminated_by: string;
+  cause?: string;
+}
+
+/** OutputPayload is api.Output: what the log kept of output past its cap. */
+export interface OutputPayload {
+  dropped_bytes?: number;
+  head_bytes: number;
+  tail_bytes: number;
+  cap_bytes: number;
 }
 
 /** FilesChanged is what a step (or a run's steps together) changed in the workspace; directories end in "/". */
@@ -75,6 +113,8 @@ export interface RunStep {
   retry?: string;
   cleanup?: string;
   reason?: string;
+  /** cause is the typed cause of a step that failed on its node (api.Cause*). */
+  cause?: string;
   tty?: boolean;
   image?: string;
 }

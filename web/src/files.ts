@@ -1,9 +1,11 @@
-// The files a step (or a whole run) changed in the workspace, as the
-// gateway reads them from the node's files_changed events: a compact list
-// with + (added), ~ (modified) and - (removed) markers.
+// The files a step (or a whole run) changed in the workspace, from the
+// payload of the node's files_changed events: a compact list with +
+// (added), ~ (modified) and - (removed) markers, one path an item, each
+// shown with printable (a name with a newline is one name).
 
 import type { FilesChanged } from "./api";
 import { h, replace } from "./dom";
+import { printable } from "./format";
 
 const kinds = [
   { key: "added", mark: "+", title: "added" },
@@ -43,9 +45,9 @@ export function renderFiles(list: HTMLElement, fc: FilesChanged | null | undefin
       (fc[k.key] ?? []).map((path) =>
         h(
           "li",
-          { "data-change": k.key, "data-path": path, title: `${k.title}: ${path}` },
+          { "data-change": k.key, "data-path": path, title: `${k.title}: ${printable(path)}` },
           h("span", { class: `files-mark files-${k.key}`, "aria-label": k.title }, k.mark),
-          h("code", {}, path),
+          h("code", {}, printable(path)),
         ),
       ),
     ),

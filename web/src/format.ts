@@ -1,4 +1,5 @@
-// Time formatting for tables and the events timeline.
+// Time formatting for tables and the events timeline, and text shown
+// safely (printable).
 
 function pad(n: number, w = 2): string {
   return String(n).padStart(w, "0");
@@ -27,4 +28,20 @@ export function since(a: string | undefined, b: string | undefined): string {
   if (isNaN(ms)) return "";
   if (Math.abs(ms) < 1000) return `+${ms} ms`;
   return `+${(ms / 1000).toFixed(3)} s`;
+}
+
+// needsQuote matches what printable quotes: a control or format character
+// (C0, DEL, C1, bidirectional overrides and isolates, zero-width ones), a
+// lone surrogate, a leading quote, or a leading or trailing space.
+const needsQuote = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]|^["\s]|\s$/;
+
+/**
+ * printable is s as the page shows it on one line: as it is when it holds
+ * only printable characters, else quoted with its control characters
+ * escaped (JSON's escapes, as schedctl shows Go's), so that a file named
+ * "x\n~y" reads as one name with a newline in it, not as two.
+ */
+export function printable(s: string): string {
+  if (!needsQuote.test(s)) return s;
+  return JSON.stringify(s).replace(/[\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 }

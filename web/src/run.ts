@@ -6,7 +6,7 @@ import { ApiError, call, errorText, type Operation, PHASES, type RunStep, runEnd
 import { cancelProgress, cancelSettled, cancelStatus } from "./cancel";
 import { h, replace, setText } from "./dom";
 import { renderFiles } from "./files";
-import { clock, dateTime, since } from "./format";
+import { clock, dateTime, printable, since } from "./format";
 import type { Page } from "./page";
 import { type ExitData, type Frame, StepStream, type StreamState } from "./stream";
 import { StepTerminal } from "./terminal";
@@ -49,8 +49,30 @@ interface TimelineEntry {
   at: number;
   time: string;
   step: number;
-  kind: string;
-  message: string;
+  event: StepEvent;
+}
+
+/**
+ * eventData is the typed payload of e as data attributes of its timeline
+ * item (data-reason, data-packets, data-cause, data-files, ...), for
+ * styling and for tests: the page reads payloads, never messages.
+ */
+function eventData(e: StepEvent): Record<string, string> {
+  const d: Record<string, string> = {};
+  if (e.egress) {
+    d["data-reason"] = e.egress.reason;
+    d["data-packets"] = String(e.egress.packets);
+  }
+  if (e.exit) {
+    d["data-state"] = e.exit.state;
+    if (e.exit.cause) d["data-cause"] = e.exit.cause;
+  }
+  if (e.files) d["data-files"] = String((e.files.added?.length ?? 0) + (e.files.modified?.length ?? 0) + (e.files.removed?.length ?? 0) + (e.files.more ?? 0));
+  if (e.output?.dropped_bytes) d["data-dropped"] = String(e.output.dropped_bytes);
+  if (e.waiting) d["data-reason"] = e.waiting.reason;
+  if (e.unplaceable) d["data-reason"] = e.unplaceable.resource;
+  if (e.warning) d["data-cause"] = e.warning.cause;
+  return d;
 }
 
 /** runPage shows run runId until disposed. */
@@ -237,7 +259,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
         break;
       case "event": {
         const e = (f.data ?? {}) as Partial<StepEvent>;
-        addEvent(view.step.index, { time: e.time || f.time, kind: e.kind || "event", message: e.message ?? "" });
+        addEvent(view.step.index, { ...e, time: e.time || f.time, kind: e.kind || "event", message: e.message ?? "" });
         renderEvents();
         break;
       }
@@ -318,7 +340,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     const at = Date.parse(e.time);
     const key = `${step}|${e.kind}|${e.message}|${isNaN(at) ? e.time : at}`;
     if (timeline.has(key)) return;
-    timeline.set(key, { key, at: isNaN(at) ? 0 : at, time: e.time, step, kind: e.kind, message: e.message });
+    timeline.set(key, { key, at: isNaN(at) ? 0 : at, time: e.time, step, event: e });
   }
 
   function renderEvents(): void {
@@ -329,11 +351,11 @@ export function runPage(root: HTMLElement, runId: string): Page {
       entries.map((e) =>
         h(
           "li",
-          { "data-testid": "event", "data-kind": e.kind, "data-step": String(e.step) },
+          { "data-testid": "event", "data-kind": e.event.kind, "data-step": String(e.step), ...eventData(e.event) },
           h("time", { datetime: e.time, title: e.time }, clock(e.time)),
           h("span", { class: "event-step" }, `step ${e.step}`),
-          h("span", { class: "event-kind" }, e.kind),
-          h("span", { class: "event-message" }, e.message),
+          h("span", { class: "event-kind" }, printable(e.event.kind)),
+          h("span", { class: "event-message" }, printable(e.event.message)),
         ),
       ),
     );

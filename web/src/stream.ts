@@ -20,6 +20,8 @@ export interface ExitData {
   exit_code?: number;
   terminated_by: string;
   reason?: string;
+  /** cause is the typed cause of a failure (api.Cause*). */
+  cause?: string;
 }
 
 export type StreamState = "connecting" | "live" | "retrying" | "ended" | "unavailable" | "closed";
