@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,10 @@ type Config struct {
 	// Nil makes New generate an ephemeral key, which it logs: fit only for
 	// a single member whose steps do not outlive it.
 	EnvKey *envseal.Key
+	// Reload: every value received re-reads the TLS files (main sends
+	// SIGHUP here). Nil: no reloads (TLS still re-reads changed files at
+	// handshakes).
+	Reload <-chan os.Signal
 }
 
 // Defaults of Config.
@@ -308,6 +313,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if len(s.cfg.Join) > 0 {
 		g.Go(func() error { s.join(gctx); return nil })
 	}
+	g.Go(func() error { s.reloadLoop(gctx); return nil })
 	err = g.Wait()
 	stopRaft()
 	if rerr := <-raftDone; err == nil {
