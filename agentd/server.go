@@ -105,6 +105,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 // or stops by itself, the others are stopped and Run returns its error: a
 // node never runs half of its daemon. Run may be called once.
 func (s *Server) Run(ctx context.Context) error {
+	err := s.run(ctx)
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		// Cancelled, possibly during start-up.
+		return nil
+	}
+	return err
+}
+
+func (s *Server) run(ctx context.Context) error {
 	cfg, logger := s.cfg, s.logger
 	defer s.sched.close()
 	var cp *ControlPlane
@@ -185,11 +194,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	logger.Info("agentd serving", "node", cfg.Agent.Node, "listen", cfg.Agent.Address.String(), "schedulers", cfg.Schedulers, "tls", cfg.TLS != nil)
-	err = g.Wait()
-	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
-		return nil
-	}
-	return err
+	return g.Wait()
 }
 
 // start runs the loop named name on g: an error stops the daemon, and so
