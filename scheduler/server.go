@@ -74,16 +74,16 @@ type Config struct {
 	// authentication, which New accepts only when every address is on
 	// loopback.
 	TLS *pki.Source
+	// Reload: every value received re-reads the TLS files (main sends
+	// SIGHUP here). Nil: no reloads (TLS still re-reads changed files at
+	// handshakes).
+	Reload <-chan os.Signal
 	// EnvKey seals step environment values before they are replicated and
 	// opens them for the agents that run the steps (--env-key,
 	// internal/envseal). Every member of a cluster needs the same key.
 	// Nil makes New generate an ephemeral key, which it logs: fit only for
 	// a single member whose steps do not outlive it.
 	EnvKey *envseal.Key
-	// Reload: every value received re-reads the TLS files (main sends
-	// SIGHUP here). Nil: no reloads (TLS still re-reads changed files at
-	// handshakes).
-	Reload <-chan os.Signal
 }
 
 // Defaults of Config.
