@@ -59,9 +59,9 @@ func joinURLs(urls []string) string {
 	return s
 }
 
-// refused marks 4xx answers: the scheduler will not accept the report
+// refusedReport marks 4xx answers: the scheduler will not accept the report
 // however often it is sent.
-func refused(err error) error {
+func refusedReport(err error) error {
 	var e *client.Error
 	if errors.As(err, &e) && e.Status >= 400 && e.Status < 500 {
 		return errors.Join(ErrReportRefused, err)
@@ -89,17 +89,17 @@ func (s *schedulerClient) Assignments(ctx context.Context, node cluster.NodeID, 
 }
 
 func (s *schedulerClient) StepPhase(ctx context.Context, p cluster.StepPhase) error {
-	return refused(s.c.ReportPhase(ctx, p))
+	return refusedReport(s.c.ReportPhase(ctx, p))
 }
 
 func (s *schedulerClient) StepEvents(ctx context.Context, e cluster.StepEvents) error {
-	return refused(s.c.ReportEvents(ctx, e))
+	return refusedReport(s.c.ReportEvents(ctx, e))
 }
 
 func (s *schedulerClient) StepExit(ctx context.Context, x cluster.StepExit) error {
-	return refused(s.c.ReportExit(ctx, x))
+	return refusedReport(s.c.ReportExit(ctx, x))
 }
 
 func (s *schedulerClient) ConfirmCancel(ctx context.Context, c cluster.ConfirmCancel) error {
-	return refused(s.c.ConfirmCancel(ctx, c))
+	return refusedReport(s.c.ConfirmCancel(ctx, c))
 }
