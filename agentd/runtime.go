@@ -16,6 +16,11 @@
 // Sandbox.ReadBack of the workspace, and always Sandbox.Destroy. The exit
 // is reported only after the read-back. Runtime.Run does all of it for one
 // step. Orphans finds sandboxes left by an agent that died.
+//
+// Server is the whole node daemon (`agentd serve`): DefaultConfig, New,
+// then Run, which runs the Agent, its HTTP server, the log sweeper, the
+// control-plane denylist and the reloads on one errgroup until its context
+// ends or one of them fails (server.go).
 package agentd
 
 import (

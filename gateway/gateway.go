@@ -80,6 +80,11 @@ type Config struct {
 	MaintenanceInterval time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Reload: every value received calls each of Reloaders (main sends
+	// SIGHUP here). Nil: no reloads.
+	Reload <-chan os.Signal
+	// Reloaders re-read certificate files on Reload (reload.go).
+	Reloaders []Reloader
 }
 
 // Bounds of the settings (the flags of `gateway serve` check them).
@@ -327,6 +332,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	})
 	eg.Go(func() error { return g.driver.Run(ctx) })
+	eg.Go(func() error { g.reloadLoop(ctx); return nil })
 	if g.cfg.Registrar != nil {
 		eg.Go(func() error {
 			g.registerLoop(ctx, addr)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,10 @@ type Config struct {
 	// authentication, which New accepts only when every address is on
 	// loopback.
 	TLS *pki.Source
+	// Reload: every value received re-reads the TLS files (main sends
+	// SIGHUP here). Nil: no reloads (TLS still re-reads changed files at
+	// handshakes).
+	Reload <-chan os.Signal
 	// EnvKey seals step environment values before they are replicated and
 	// opens them for the agents that run the steps (--env-key,
 	// internal/envseal). Every member of a cluster needs the same key.
@@ -308,6 +313,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if len(s.cfg.Join) > 0 {
 		g.Go(func() error { s.join(gctx); return nil })
 	}
+	g.Go(func() error { s.reloadLoop(gctx); return nil })
 	err = g.Wait()
 	stopRaft()
 	if rerr := <-raftDone; err == nil {

@@ -373,5 +373,5 @@ func (a *testAgent) exit(id string, attempt int, state cluster.StepState, code i
 func checkNoServerGoroutines(t testing.TB) {
 	t.Helper()
 	testenv.NoGoroutinesAtCleanup(t, 5*time.Second, "hashicorp/raft", "scheduler.(*Raft)", "scheduler.(*Server)",
-		"net/http.(*conn).serve", "net/http.(*persistConn)", "scheduler.newAgent")
+		"net/http.(*conn).serve", "net/http.(*persistConn)")
 }

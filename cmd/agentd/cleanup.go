@@ -27,42 +27,23 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 0, err
 	}
 	defer closeRT()
-	orphans, err := rt.Orphans(ctx)
+	done, err := rt.Cleanup(ctx, removeNAT)
 	if err != nil {
 		return 0, err
 	}
-	failed := 0
-	for _, o := range orphans {
-		if err := o.Sandbox.Destroy(ctx); err != nil {
-			fmt.Fprintf(stderr, "agentd cleanup: destroy %s: %v\n", o.Sandbox.ID(), err)
-			failed++
-			continue
-		}
-		fmt.Fprintf(stdout, "destroyed %s (step %s)\n", o.Sandbox.ID(), o.Sandbox.Step().ID)
+	for _, d := range done.Sandboxes {
+		fmt.Fprintf(stdout, "destroyed %s\n", d)
 	}
-	if _, err := rt.SweepLeases(ctx); err != nil {
+	if len(done.Workspaces) > 0 {
+		fmt.Fprintf(stdout, "removed workspace filesystems %s\n", strings.Join(done.Workspaces, " "))
+	}
+	if len(done.Networks) > 0 {
+		fmt.Fprintf(stdout, "removed sandbox networks %s\n", strings.Join(done.Networks, " "))
+	}
+	for _, err := range done.Failed {
 		fmt.Fprintf(stderr, "agentd cleanup: %v\n", err)
-		failed++
 	}
-	if removed, err := rt.SweepWorkspaces(ctx); err != nil {
-		fmt.Fprintf(stderr, "agentd cleanup: sweep workspace filesystems: %v\n", err)
-		failed++
-	} else if len(removed) > 0 {
-		fmt.Fprintf(stdout, "removed workspace filesystems %s\n", strings.Join(removed, " "))
-	}
-	if removed, err := rt.SweepNetworks(ctx); err != nil {
-		fmt.Fprintf(stderr, "agentd cleanup: sweep sandbox networks: %v\n", err)
-		failed++
-	} else if len(removed) > 0 {
-		fmt.Fprintf(stdout, "removed sandbox networks %s\n", strings.Join(removed, " "))
-	}
-	if removeNAT && f.net.mode == "egress" {
-		if err := rt.RemoveNAT(ctx); err != nil {
-			fmt.Fprintf(stderr, "agentd cleanup: %v\n", err)
-			failed++
-		}
-	}
-	if failed > 0 {
+	if len(done.Failed) > 0 {
 		return 1, nil
 	}
 	return 0, nil

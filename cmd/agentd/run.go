@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -50,12 +49,12 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 0, err
 	}
 	// Signals cancel the step; the exit record still comes from containerd.
-	ctx, rt, logger, closeRT, err := f.open(stderr)
+	ctx, rt, _, closeRT, err := f.open(stderr)
 	if err != nil {
 		return 0, err
 	}
 	defer closeRT()
-	sweepOrphans(ctx, rt, logger)
+	rt.SweepOrphans(ctx)
 
 	rec, err := rt.RunWithEvents(ctx, st, stdout, stderr, func(e cluster.Event) {
 		fmt.Fprintf(stderr, "agentd run: %s\n", e.Message)
@@ -140,28 +139,6 @@ func (f *runFlags) step(argv []string) (agentd.Step, error) {
 		return st, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return st, nil
-}
-
-// sweepOrphans destroys sandboxes left behind by agents that died.
-func sweepOrphans(ctx context.Context, rt *agentd.Runtime, logger interface {
-	Warn(string, ...any)
-}) {
-	if _, err := rt.SweepLeases(ctx); err != nil {
-		logger.Warn("sweep create leases of dead agents", "error", err)
-	}
-	if _, err := rt.SweepWorkspaces(ctx); err != nil {
-		logger.Warn("sweep workspace filesystems of dead agents", "error", err)
-	}
-	orphans, err := rt.Orphans(ctx)
-	if err != nil {
-		logger.Warn("look for orphaned sandboxes", "error", err)
-		return
-	}
-	for _, o := range orphans {
-		err := o.Sandbox.Destroy(ctx)
-		logger.Warn("found sandbox of a dead agent and destroyed it",
-			"step", o.Sandbox.ID(), "owner", o.Owner, "was_running", o.Running, "error", err)
-	}
 }
 
 func writeRecord(file string, rec cluster.ExitRecord) error {

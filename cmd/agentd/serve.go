@@ -1,16 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -18,11 +12,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/agentd/logstore"
@@ -88,7 +79,39 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if urls, err = cli.SchedulerURLs(strings.Join(urls, ","), "--scheduler", "agentd", src != nil); err != nil {
 		return 0, err
 	}
-	return 0, serve(ctx, f, cfg, urls, src, hup, logger)
+	scfg, err := f.serverConfig(cfg, urls, src, hup)
+	if err != nil {
+		return 0, err
+	}
+	srv, err := agentd.New(scfg, logger)
+	if err != nil {
+		return 0, err
+	}
+	return 0, srv.Run(ctx)
+}
+
+// serverConfig is the daemon's configuration from the flags, the agent's
+// configuration and the loaded TLS files (nil with --plaintext).
+func (f *serveFlags) serverConfig(cfg agentd.AgentConfig, urls []string, src *pki.Source, hup <-chan os.Signal) (agentd.Config, error) {
+	c := agentd.DefaultConfig()
+	c.Agent, c.Schedulers, c.TLS, c.Reload = cfg, urls, src, hup
+	f.node = string(cfg.Node)
+	c.Runtime = f.config()
+	ecfg, ok, err := f.net.egressConfig()
+	if err != nil {
+		return c, err
+	}
+	if ok {
+		c.Egress = &ecfg
+		c.Platform = f.net.platformCIDRs
+	}
+	c.Logs.Dir = filepath.Join(f.dataDir, "logs")
+	c.Logs.Retention = f.retention
+	// A short retention is kept to closely: sweep at a quarter of it (at
+	// least every second, at most every minute).
+	c.Logs.SweepInterval = min(c.Logs.SweepInterval, max(time.Second, f.retention/4))
+	c.Logs.Budget = int64(f.logBudget)
+	return c, nil
 }
 
 // registerServeFlags registers the flags of `agentd serve` on fs.
@@ -141,7 +164,7 @@ func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
 		}
 		cfg.Capacity.MemoryBytes = m
 	} else {
-		cfg.Capacity.MemoryBytes = hostMemory() - 1<<30
+		cfg.Capacity.MemoryBytes = agentd.HostMemory() - 1<<30
 	}
 	if f.heartbeat <= 0 {
 		return cfg, nil, fmt.Errorf("%w: --heartbeat %v: must be positive", errUsage, f.heartbeat)
@@ -185,169 +208,4 @@ func checkLimitFlags(m cluster.Limits, pids, timeout, workspace, output string) 
 		}
 	}
 	return nil
-}
-
-// hostMemory reads MemTotal from /proc/meminfo, in bytes.
-func hostMemory() int64 {
-	fh, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-// serve runs the agent, its log store janitor, its control-plane denylist
-// and its HTTP server until ctx ends, then stops them within a bounded
-// time. src is nil in plaintext mode.
-func serve(ctx context.Context, f serveFlags, cfg agentd.AgentConfig, urls []string, src *pki.Source, hup <-chan os.Signal, logger *slog.Logger) error {
-	f.node = string(cfg.Node)
-	rcfg := f.config()
-	ecfg, _, err := f.net.egressConfig()
-	if err != nil {
-		return err
-	}
-	sched, err := newSchedulerClient(urls, src)
-	if err != nil {
-		return err
-	}
-	defer sched.close()
-	egress, err := f.net.openEgress(logger)
-	var cp *agentd.ControlPlane
-	if err != nil {
-		// The node registers as degraded and gets no steps.
-		logger.Error("sandbox network unavailable", "error", err)
-		cfg.Degraded = append(cfg.Degraded, err.Error())
-	} else if egress != nil {
-		defer egress.Close()
-		rcfg.Network = egress
-		logger.Info("sandbox network ready", "resolvers", egress.Resolvers(), "node_addrs", egress.NodeAddrs())
-		// The control plane is denied before the first sandbox (the
-		// probe's canary) starts, and no assigned step starts before
-		// the scheduler's list of it arrived.
-		if cp, err = newControlPlane(ctx, ecfg, urls, sched, egress, logger); err != nil {
-			return err
-		}
-		sched.ready = controlPlaneReady(cp)
-	}
-	rt, err := agentd.NewRuntime(ctx, rcfg, logger)
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	lcfg := logstore.DefaultConfig()
-	lcfg.Dir = filepath.Join(f.dataDir, "logs")
-	lcfg.Retention = f.retention
-	// A short retention is kept to closely: sweep at a quarter of it (at
-	// least every second, at most every minute).
-	lcfg.SweepInterval = min(lcfg.SweepInterval, max(time.Second, f.retention/4))
-	lcfg.Budget = int64(f.logBudget)
-	logs, err := logstore.New(lcfg, logger)
-	if err != nil {
-		return err
-	}
-	agent, err := agentd.NewAgent(cfg, rt, sched, logs, logger)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Address.String())
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
-	}
-	acc := access{authenticated: src != nil}
-	if src != nil {
-		// Any cluster identity may connect; the routes check roles.
-		ln = tls.NewListener(ln, src.ServerConfig(pki.AnyIdentity))
-	}
-	if cp != nil {
-		acc.seenGateway = cp.SeenGateway
-	}
-	var extra []prometheus.Collector
-	if src != nil {
-		extra = append(extra, src.Collector())
-	}
-	mux, err := newAgentMux(logs, agent, acc, logger, extra...)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	// Streams end with the agent: BaseContext is ctx.
-	srv := newAgentServer(ctx, mux, agentTimeouts, logger)
-
-	var wg sync.WaitGroup
-	errc := make(chan error, 4)
-	wg.Add(1)
-	go func() { defer wg.Done(); reloadOnHUP(ctx, hup, src, &f.net, cp, logger) }()
-	if cp != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); errc <- cp.Run(ctx) }()
-	}
-	wg.Add(3)
-	go func() { defer wg.Done(); errc <- agent.Run(ctx) }()
-	go func() { defer wg.Done(); errc <- logs.Run(ctx) }()
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("serve streams: %w", err)
-		}
-	}()
-	logger.Info("agentd serving", "node", cfg.Node, "listen", cfg.Address.String(), "schedulers", urls, "tls", src != nil)
-	<-ctx.Done()
-	// Drain with a fresh, bounded context.
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	wg.Wait()
-	close(errc)
-	var errs []error
-	for err := range errc {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// reloadOnHUP, on every SIGHUP until ctx ends, reloads the TLS files (when
-// src is not nil) and re-reads the platform CIDRs (--platform-cidrs and
-// --platform-file) into the control-plane denylist (when cp is not nil);
-// running sandboxes get the new list at once. A failed reload keeps what
-// was loaded.
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, src *pki.Source, f *networkFlags, cp *agentd.ControlPlane, logger *slog.Logger) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-		}
-		if src != nil {
-			if err := src.Reload(); err != nil {
-				logger.Error("reload TLS files; keeping the loaded certificate", "error", err)
-			} else {
-				logger.Info("tls files reloaded", "identity", src.Identity().String(), "not_after", src.NotAfter())
-			}
-		}
-		if cp == nil {
-			continue
-		}
-		p, err := f.platformCIDRs()
-		if err == nil {
-			err = cp.SetStatic(p)
-		}
-		if err != nil {
-			logger.Error("reload platform CIDRs; keeping the old ones", "error", err)
-			continue
-		}
-		logger.Info("platform CIDRs reloaded", "platform", p)
-	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -12,14 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/gateway"
 	"github.com/rodon-compute/rodon/gateway/relay"
 	"github.com/rodon-compute/rodon/internal/cli"
-	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/web"
 )
 
@@ -133,7 +130,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 // config checks the flags and returns the gateway's configuration and the
 // public listener's certificate (nil for plain HTTP); every error names
 // the flag at fault.
-func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *publicCert, error) {
+func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *gateway.PublicCert, error) {
 	c := gateway.DefaultConfig()
 	if err := f.cluster.check(); err != nil {
 		return c, nil, err
@@ -153,17 +150,17 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *publicCert, e
 	}
 	st := f.settings
 	c.Quotas, c.SignIn, c.Timeouts, c.RunRetention, c.MaintenanceInterval = st.quotas, st.signIn, st.timeouts, st.runRetention, st.maintenanceInterval
-	var pub *publicCert
+	var pub *gateway.PublicCert
 	switch {
 	case f.httpsCert != "" && f.httpsKey == "":
 		return c, nil, fmt.Errorf("%w: --https-key is required with --https-cert", errUsage)
 	case f.httpsCert == "" && f.httpsKey != "":
 		return c, nil, fmt.Errorf("%w: --https-cert is required with --https-key", errUsage)
 	case f.httpsCert != "":
-		if pub, err = loadPublicCert(f.httpsCert, f.httpsKey, time.Now(), logger); err != nil {
+		if pub, err = gateway.LoadPublicCert(f.httpsCert, f.httpsKey, time.Now(), logger); err != nil {
 			return c, nil, fmt.Errorf("%w: --https-cert: %v", errUsage, err)
 		}
-		c.TLS = pub.config()
+		c.TLS = pub.TLSConfig()
 	case !cli.IsLoopback(f.listen):
 		return c, nil, fmt.Errorf("%w: --listen %s is not a loopback address: browsers would send passwords and session cookies "+
 			"over plain HTTP; give the gateway a certificate with --https-cert FILE --https-key FILE "+
@@ -178,7 +175,7 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *publicCert, e
 		return c, nil, fmt.Errorf("%w: --site %s: the gateway serves HTTPS (--https-cert), so browsers load it from https://", errUsage, c.Site)
 	case c.Site == "" && pub != nil:
 		if host == "" || host == "0.0.0.0" || host == "::" {
-			host = pub.siteHost()
+			host = pub.SiteHost()
 		}
 		c.Site = "https://" + net.JoinHostPort(host, port)
 	case c.Site == "":
@@ -200,15 +197,19 @@ func serveCmd(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Signals first: a SIGTERM during start-up stops the gateway cleanly.
+	// Signals first: a SIGTERM during start-up stops the gateway cleanly,
+	// and a SIGHUP (which reloads the certificates) does not kill it.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serve(ctx, &f, logger, stderr)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return serve(ctx, &f, hup, logger, stderr)
 }
 
 // serve is `gateway serve` after its flags: it runs the gateway until ctx
-// ends.
-func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, stderr io.Writer) error {
+// ends; every value of hup reloads the certificates.
+func serve(ctx context.Context, f *serveFlags, hup <-chan os.Signal, logger *slog.Logger, stderr io.Writer) error {
 	cfg, pub, err := f.config(logger)
 	if err != nil {
 		return err
@@ -217,12 +218,13 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	hupCtx, stopHUP := context.WithCancel(ctx)
-	defer stopHUP()
-	wg.Go(func() { reloadOnHUP(hupCtx, src, pub, logger) })
-
+	cfg.Reload = hup
+	if src != nil {
+		cfg.Reloaders = append(cfg.Reloaders, gateway.Reloader{What: "the cluster certificate", Reload: src.Reload})
+	}
+	if pub != nil {
+		cfg.Reloaders = append(cfg.Reloaders, gateway.Reloader{What: "--https-cert", Reload: pub.Reload})
+	}
 	cfg.BootstrapOut = stderr
 	cfg.Registrar = sched
 	if web.Built() {
@@ -246,7 +248,7 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, stderr io.Wr
 	// verified as that node's agent.
 	agents := relay.NewAgents(src)
 	defer agents.CloseIdleConnections()
-	rcfg.Stdin, rcfg.Resize = agentInput(sched.StreamLocation, agents)
+	rcfg.Stdin, rcfg.Resize = relay.AgentInput(sched.StreamLocation, agents)
 	rl, err := relay.New(rcfg, relay.NewAgentUpstream(sched.StreamLocation, agents), logger)
 	if err != nil {
 		return err
@@ -261,33 +263,3 @@ func serve(ctx context.Context, f *serveFlags, logger *slog.Logger, stderr io.Wr
 	}
 	return g.Run(ctx)
 }
-
-// reloadOnHUP re-reads the cluster certificate and the public one on
-// SIGHUP until ctx ends (both are also re-read when their files change).
-func reloadOnHUP(ctx context.Context, src *pki.Source, pub *publicCert, logger *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-		}
-		if src != nil {
-			if err := src.Reload(); err != nil {
-				logger.Error("reload the cluster certificate on SIGHUP; keeping the previous one", "error", err)
-			}
-		}
-		if pub != nil {
-			if err := pub.reload(); err != nil {
-				logger.Error("reload --https-cert on SIGHUP; keeping the previous one", "error", err)
-			}
-		}
-	}
-}
-
-// publicTLSVersion is the least TLS version of the public listener:
-// browsers and API clients of every kind, not only Rodon's own components
-// (which speak TLS 1.3 to each other).
-const publicTLSVersion = tls.VersionTLS12

@@ -207,7 +207,7 @@ func TestServeHTTPS(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	out := &syncWriter{}
-	go func() { done <- serve(ctx, &f, slog.New(slog.DiscardHandler), out) }()
+	go func() { done <- serve(ctx, &f, nil, slog.New(slog.DiscardHandler), out) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -308,7 +308,7 @@ func TestInputVerifiesNode(t *testing.T) {
 		{"plain http", api.StreamURL{URL: plainAgent.URL + "/v1/steps/s1/stream", Node: "n1"}, "plain HTTP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stdin, _ := agentInput(func(context.Context, string) (api.StreamURL, error) { return tc.loc, nil }, agents)
+			stdin, _ := relay.AgentInput(func(context.Context, string) (api.StreamURL, error) { return tc.loc, nil }, agents)
 			err := stdin(t.Context(), "s1", []byte("ls\r"))
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("stdin() = %v, want %q", err, tc.want)

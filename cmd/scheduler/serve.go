@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -72,38 +71,10 @@ func (f *serveFlags) loadEnvKey(ctx context.Context, cfg scheduler.Config, logge
 	case errors.Is(err, os.ErrNotExist) && f.envKey == "" && f.tls.Plaintext:
 		return nil, nil
 	case errors.Is(err, os.ErrNotExist) && cfg.TLS != nil && len(cfg.Join) > 0:
-		return fetchEnvKey(ctx, cfg, path, logger)
+		return scheduler.AwaitEnvKey(ctx, cfg, path, logger)
 	}
 	return nil, fmt.Errorf("%w: --env-key %s: %v: create it with `scheduler tls init --dir DIR` on the first member "+
 		"(members that --join fetch it from the cluster)", errUsage, path, err)
-}
-
-// envKeyFetchFor bounds how long a joining member waits for a member that
-// hands it the env key.
-const envKeyFetchFor = 2 * time.Minute
-
-func fetchEnvKey(ctx context.Context, cfg scheduler.Config, path string, logger *slog.Logger) (*envseal.Key, error) {
-	ctx, cancel := context.WithTimeout(ctx, envKeyFetchFor)
-	defer cancel()
-	backoff := 250 * time.Millisecond
-	for {
-		data, err := scheduler.FetchEnvKey(ctx, cfg.TLS, cfg.Join, 10*time.Second)
-		if err == nil {
-			k, err := envseal.Save(path, data)
-			if err != nil {
-				return nil, fmt.Errorf("keep the env key fetched from the cluster: %w", err)
-			}
-			logger.Info("env key fetched from the cluster", "path", path, "primary_key_id", k.PrimaryID(), "join", cfg.Join)
-			return k, nil
-		}
-		logger.Warn("no env key yet; asking the members to join again", "error", err)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("no env key at %s, and none fetched from %v within %v: %w", path, cfg.Join, envKeyFetchFor, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
 }
 
 // config checks the flags and returns the member's configuration; every
@@ -226,7 +197,7 @@ func serveCmd(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.TLS = src
+	cfg.TLS, cfg.Reload = src, hup
 	if cfg.EnvKey, err = f.loadEnvKey(ctx, cfg, logger); err != nil {
 		return err
 	}
@@ -234,32 +205,8 @@ func serveCmd(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { reloadOnHUP(ctx, hup, src, logger) })
 	logger.Info("scheduler member starting", "member_id", cfg.ID, "raft_address", cfg.RaftAddr,
 		"http_address", cfg.HTTPAddr, "bootstrap", cfg.Bootstrap, "join", cfg.Join, "node_ttl", cfg.NodeTTL,
 		"tls", src != nil)
 	return srv.Run(ctx)
-}
-
-// reloadOnHUP re-reads the TLS files at every SIGHUP until ctx ends (the
-// Source also picks up changed files by itself, at handshakes).
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, src *pki.Source, logger *slog.Logger) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-		}
-		if src == nil {
-			logger.Info("SIGHUP: nothing to reload without TLS (--plaintext)")
-			continue
-		}
-		if err := src.Reload(); err != nil {
-			logger.Warn("SIGHUP: tls files do not load; keeping the previous certificate", "error", err)
-			continue
-		}
-		logger.Info("SIGHUP: tls files reloaded", "identity", src.Identity().String(), "not_after", src.NotAfter())
-	}
 }

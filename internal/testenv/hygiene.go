@@ -69,10 +69,14 @@ func Wait(timeout time.Duration, cond func() error) error {
 	}
 }
 
-// NoGoroutines fails t if, after up to grace, goroutines whose stacks
-// mention any of patterns (package paths such as "rodon/agentd/stream." or
-// functions such as "net/http.(*conn).serve") are still running. Tests'
-// own goroutines (testing.tRunner) do not count.
+// NoGoroutines fails t if, after up to grace, goroutines running code
+// named by patterns are still alive. A pattern is a package path
+// ("github.com/rodon-compute/rodon/agentd", its sub-packages included, or
+// "hashicorp/raft") or a function ("net/http.(*conn).serve",
+// "scheduler.(*Raft)"). A goroutine counts if a frame of its stack from a
+// file that is not a test runs such code; who created it does not count,
+// nor do the tests' own goroutines (testing.tRunner). Call it after the
+// component under test stopped, or use NoGoroutinesAtCleanup.
 func NoGoroutines(t testing.TB, grace time.Duration, patterns ...string) {
 	t.Helper()
 	if left := Goroutines(grace, patterns...); len(left) > 0 {
@@ -87,28 +91,72 @@ func NoGoroutinesAtCleanup(t testing.TB, grace time.Duration, patterns ...string
 	t.Cleanup(func() { NoGoroutines(t, grace, patterns...) })
 }
 
-// Goroutines waits up to grace for the goroutines matching patterns to end
-// and returns the stacks of those still running.
+// Goroutines waits up to grace for the goroutines running code of
+// patterns (as NoGoroutines) to end and returns the stacks of those still
+// running.
 func Goroutines(grace time.Duration, patterns ...string) []string {
-	var left []string
 	for deadline := time.Now().Add(grace); ; time.Sleep(10 * time.Millisecond) {
-		left = left[:0]
-		buf := make([]byte, 4<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "testing.(*F)") ||
-				strings.Contains(g, "testenv.Goroutines") {
-				continue
-			}
-			for _, p := range patterns {
-				if strings.Contains(g, p) {
-					left = append(left, g)
-					break
-				}
-			}
-		}
+		left := goroutinesOf(patterns)
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
 	}
+}
+
+// goroutinesOf returns the stacks of the goroutines running code of
+// patterns.
+func goroutinesOf(patterns []string) []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "testing.(*F)") {
+			continue
+		}
+		if runsCodeOf(g, patterns) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// runsCodeOf reports whether the goroutine of stack g has a frame of
+// non-test code matching one of patterns.
+func runsCodeOf(g string, patterns []string) bool {
+	frames, _, _ := strings.Cut(g, "\ncreated by ")
+	lines := strings.Split(frames, "\n")
+	// lines[0] is the goroutine header; then each frame is a function
+	// line and a file line.
+	for i := 1; i+1 < len(lines); i += 2 {
+		fn, file := lines[i], strings.TrimSpace(lines[i+1])
+		file, _, _ = strings.Cut(file, ":")
+		if strings.HasSuffix(file, "_test.go") || strings.Contains(fn, "testenv.") {
+			continue
+		}
+		for _, p := range patterns {
+			if names(fn, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// names reports whether the function line fn is code of pattern p: p
+// stands in fn followed by its end, ".", "/" or "(" (so "rodon/agentd" is
+// not "rodon/agentdx"), or p ends in "." or "/" itself.
+func names(fn, p string) bool {
+	i := strings.Index(fn, p)
+	if i < 0 {
+		return false
+	}
+	rest := fn[i+len(p):]
+	return rest == "" || strings.HasSuffix(p, ".") || strings.HasSuffix(p, "/") || strings.ContainsAny(rest[:1], "./(")
 }

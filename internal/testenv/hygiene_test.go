@@ -2,26 +2,25 @@ package testenv
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
 
 func TestGoroutinesFindsALeftGoroutine(t *testing.T) {
-	started, stop := make(chan struct{}), make(chan struct{})
-	go leakyLoop(started, stop)
-	<-started
-	if left := Goroutines(50*time.Millisecond, "testenv.leakyLoop"); len(left) != 1 {
-		t.Errorf("Goroutines found %d goroutines of leakyLoop, want 1", len(left))
+	// A goroutine of code that is not a test's: time.Sleep itself.
+	go time.Sleep(500 * time.Millisecond)
+	if err := Wait(time.Second, func() error {
+		if n := len(goroutinesOf([]string{"time.Sleep"})); n != 1 {
+			return fmt.Errorf("found %d goroutines in time.Sleep, want 1", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
-	close(stop)
-	if left := Goroutines(2*time.Second, "testenv.leakyLoop"); len(left) != 0 {
-		t.Errorf("Goroutines found %d goroutines of leakyLoop after it ended, want 0:\n%s", len(left), left)
+	if left := Goroutines(3*time.Second, "time.Sleep"); len(left) != 0 {
+		t.Errorf("Goroutines found %d goroutines in time.Sleep after it returned, want 0:\n%s", len(left), left)
 	}
-}
-
-func leakyLoop(started, stop chan struct{}) {
-	close(started)
-	<-stop
 }
 
 func TestWait(t *testing.T) {

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"crypto/tls"
@@ -10,12 +10,12 @@ import (
 	"time"
 )
 
-// publicCert is the certificate of the gateway's public listener
+// PublicCert is the certificate of the gateway's public listener
 // (--https-cert, --https-key). Handshakes use the pair that last loaded
 // whole; the files are re-read when they change (looked at, at
 // handshakes, at most once a second) and on reload (SIGHUP), so a renewed
 // certificate is served without a restart. It is safe for concurrent use.
-type publicCert struct {
+type PublicCert struct {
 	certFile, keyFile string
 	logger            *slog.Logger
 
@@ -43,10 +43,10 @@ func stampOf(path string) fileStamp {
 	return fileStamp{size: fi.Size(), mtime: fi.ModTime()}
 }
 
-// loadPublicCert loads the pair and checks it is valid at now.
-func loadPublicCert(certFile, keyFile string, now time.Time, logger *slog.Logger) (*publicCert, error) {
-	p := &publicCert{certFile: certFile, keyFile: keyFile, logger: logger.With("component", "https")}
-	if err := p.reload(); err != nil {
+// LoadPublicCert loads the pair and checks it is valid at now.
+func LoadPublicCert(certFile, keyFile string, now time.Time, logger *slog.Logger) (*PublicCert, error) {
+	p := &PublicCert{certFile: certFile, keyFile: keyFile, logger: logger.With("component", "https")}
+	if err := p.Reload(); err != nil {
 		return nil, err
 	}
 	if now.After(p.leaf.NotAfter) || now.Before(p.leaf.NotBefore) {
@@ -55,14 +55,14 @@ func loadPublicCert(certFile, keyFile string, now time.Time, logger *slog.Logger
 	return p, nil
 }
 
-// reload reads the files now; on an error the previous pair stays.
-func (p *publicCert) reload() error {
+// Reload reads the files now; on an error the previous pair stays.
+func (p *PublicCert) Reload() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.reloadLocked()
 }
 
-func (p *publicCert) reloadLocked() error {
+func (p *PublicCert) reloadLocked() error {
 	p.checked = time.Now()
 	p.stamps = [2]fileStamp{stampOf(p.certFile), stampOf(p.keyFile)}
 	pair, err := tls.LoadX509KeyPair(p.certFile, p.keyFile)
@@ -83,7 +83,7 @@ func (p *publicCert) reloadLocked() error {
 }
 
 // get is tls.Config.GetCertificate.
-func (p *publicCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (p *PublicCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if time.Since(p.checked) >= time.Second {
@@ -97,9 +97,9 @@ func (p *publicCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return p.cur, nil
 }
 
-// config is the public listener's TLS configuration. HTTP/1.1 only: the
+// TLSConfig is the public listener's TLS configuration. HTTP/1.1 only: the
 // stream is a websocket upgrade.
-func (p *publicCert) config() *tls.Config {
+func (p *PublicCert) TLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:     publicTLSVersion,
 		GetCertificate: p.get,
@@ -107,10 +107,10 @@ func (p *publicCert) config() *tls.Config {
 	}
 }
 
-// siteHost is the host browsers reach a wildcard listener at: the
+// SiteHost is the host browsers reach a wildcard listener at: the
 // certificate's first DNS name, else its first IP address, else
 // 127.0.0.1.
-func (p *publicCert) siteHost() string {
+func (p *PublicCert) SiteHost() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -121,3 +121,8 @@ func (p *publicCert) siteHost() string {
 	}
 	return "127.0.0.1"
 }
+
+// publicTLSVersion is the least TLS version of the public listener:
+// browsers and API clients of every kind, not only Rodon's own components
+// (which speak TLS 1.3 to each other).
+const publicTLSVersion = tls.VersionTLS12

@@ -1,4 +1,4 @@
-package main
+package agentd
 
 import (
 	"log/slog"
@@ -7,17 +7,15 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-
-	"github.com/rodon-compute/rodon/agentd"
 )
 
 // TestInputHandler checks the agent's TTY input route refuses bad
 // messages with a 4xx that names the problem; a good one for a step that
 // does not run here is 404.
 func TestInputHandler(t *testing.T) {
-	cfg := agentd.DefaultAgentConfig()
+	cfg := DefaultAgentConfig()
 	cfg.Node, cfg.Address, cfg.WorkspaceRoot = "n1", netip.MustParseAddrPort("127.0.0.1:1"), t.TempDir()
-	agent, err := agentd.NewAgent(cfg, nil, nil, nil, slog.New(slog.DiscardHandler))
+	agent, err := NewAgent(cfg, nil, nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"bytes"
@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
-	"github.com/rodon-compute/rodon/gateway/relay"
 )
 
-// agentInput returns the relay's Stdin and Resize hooks: each message is
+// AgentInput returns the relay's Stdin and Resize hooks (Config.Stdin,
+// Config.Resize): each message is
 // POSTed to the node agent running the step (POST /v1/steps/{id}/input
 // beside the stream URL the scheduler gives), through agents, which verify
 // the server is that node's agent before anything is sent.
-func agentInput(locate func(ctx context.Context, id string) (api.StreamURL, error), agents *relay.Agents) (
+func AgentInput(locate func(ctx context.Context, id string) (api.StreamURL, error), agents *Agents) (
 	stdin func(ctx context.Context, id string, data []byte) error,
 	resize func(ctx context.Context, id string, cols, rows int) error,
 ) {

@@ -1,4 +1,4 @@
-package main
+package agentd
 
 import (
 	"bufio"
@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
 )
@@ -43,9 +42,9 @@ func TestAgentServerTimeouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lg.Close()
-	cfg := agentd.DefaultAgentConfig()
+	cfg := DefaultAgentConfig()
 	cfg.Node, cfg.Address, cfg.WorkspaceRoot = "n1", netip.MustParseAddrPort("127.0.0.1:1"), t.TempDir()
-	agent, err := agentd.NewAgent(cfg, nil, nil, nil, logger)
+	agent, err := NewAgent(cfg, nil, nil, nil, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package agentd
 
 import (
 	"context"
@@ -7,20 +7,19 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/rodon-compute/rodon/agentd"
 	"github.com/rodon-compute/rodon/netpolicy"
 )
 
 // newControlPlane builds the node's control-plane denylist from the
 // scheduler URLs, the sandbox pools and the platform CIDRs of ecfg, and
 // the scheduler's own list, and loads what it knows without the scheduler.
-func newControlPlane(ctx context.Context, ecfg netpolicy.EgressConfig, urls []string, sched *schedulerClient, e *netpolicy.Egress, logger *slog.Logger) (*agentd.ControlPlane, error) {
-	cfg := agentd.DefaultControlPlaneConfig()
+func newControlPlane(ctx context.Context, ecfg netpolicy.EgressConfig, urls []string, sched *schedulerClient, e *netpolicy.Egress, logger *slog.Logger) (*ControlPlane, error) {
+	cfg := DefaultControlPlaneConfig()
 	cfg.SchedulerHosts = urlHosts(urls)
 	cfg.Pools = []netip.Prefix{ecfg.Net.Pool4, ecfg.Net.Pool6}
 	cfg.Static = ecfg.Platform
 	cfg.NodeAddrs = e.NodeAddrs()
-	cp, err := agentd.NewControlPlane(cfg, sched, e, logger)
+	cp, err := NewControlPlane(cfg, sched, e, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +39,7 @@ var errControlPlaneNotLoaded = errors.New("the scheduler's control-plane address
 
 // controlPlaneReady returns the gate of the agent's assignments: no step
 // is handed to the agent before cp fetched the scheduler's list once.
-func controlPlaneReady(cp *agentd.ControlPlane) func(ctx context.Context) error {
+func controlPlaneReady(cp *ControlPlane) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		wctx, cancel := context.WithTimeout(ctx, readyWait)
 		defer cancel()

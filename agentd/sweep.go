@@ -1,0 +1,75 @@
+package agentd
+
+import (
+	"context"
+	"fmt"
+)
+
+// SweepOrphans destroys what agents that died left behind: their create
+// leases, workspace filesystems and sandboxes. It logs what it finds and
+// what fails, and goes on (`agentd run` sweeps before its step).
+func (r *Runtime) SweepOrphans(ctx context.Context) {
+	if _, err := r.SweepLeases(ctx); err != nil {
+		r.logger.Warn("sweep create leases of dead agents", "error", err)
+	}
+	if _, err := r.SweepWorkspaces(ctx); err != nil {
+		r.logger.Warn("sweep workspace filesystems of dead agents", "error", err)
+	}
+	orphans, err := r.Orphans(ctx)
+	if err != nil {
+		r.logger.Warn("look for orphaned sandboxes", "error", err)
+		return
+	}
+	for _, o := range orphans {
+		err := o.Sandbox.Destroy(ctx)
+		r.logger.Warn("found sandbox of a dead agent and destroyed it",
+			"step", o.Sandbox.ID(), "owner", o.Owner, "was_running", o.Running, "error", err)
+	}
+}
+
+// Cleaned is what Cleanup removed, each a line for the operator.
+type Cleaned struct {
+	// Sandboxes are "SANDBOX (step STEP)".
+	Sandboxes []string
+	// Workspaces and Networks are the workspace filesystems and sandbox
+	// networks removed.
+	Workspaces, Networks []string
+	// Failed are what could not be removed; Cleanup went on past them.
+	Failed []error
+}
+
+// Cleanup destroys every sandbox that agents of this runtime's node left
+// behind (their agent is gone), their create leases, workspace filesystems
+// and sandbox networks, and with removeNAT the node's shared NAT and
+// filter table. It goes on past failures (done.Failed); the error is for
+// not finding the orphans at all (`agentd cleanup`).
+func (r *Runtime) Cleanup(ctx context.Context, removeNAT bool) (Cleaned, error) {
+	var done Cleaned
+	orphans, err := r.Orphans(ctx)
+	if err != nil {
+		return done, err
+	}
+	errs := &done.Failed
+	for _, o := range orphans {
+		if err := o.Sandbox.Destroy(ctx); err != nil {
+			*errs = append(*errs, fmt.Errorf("destroy %s: %w", o.Sandbox.ID(), err))
+			continue
+		}
+		done.Sandboxes = append(done.Sandboxes, fmt.Sprintf("%s (step %s)", o.Sandbox.ID(), o.Sandbox.Step().ID))
+	}
+	if _, err := r.SweepLeases(ctx); err != nil {
+		*errs = append(*errs, err)
+	}
+	if done.Workspaces, err = r.SweepWorkspaces(ctx); err != nil {
+		*errs = append(*errs, fmt.Errorf("sweep workspace filesystems: %w", err))
+	}
+	if done.Networks, err = r.SweepNetworks(ctx); err != nil {
+		*errs = append(*errs, fmt.Errorf("sweep sandbox networks: %w", err))
+	}
+	if removeNAT {
+		if err := r.RemoveNAT(ctx); err != nil {
+			*errs = append(*errs, err)
+		}
+	}
+	return done, nil
+}
