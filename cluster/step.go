@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -99,12 +98,10 @@ func (s StepSpec) Validate() error {
 		return fmt.Errorf("empty image")
 	case len(s.Args) == 0:
 		return fmt.Errorf("empty command")
-	case !(s.CPU > 0) || math.IsInf(s.CPU, 0):
-		return fmt.Errorf("cpu %v: must be a positive number of cores", s.CPU)
-	case MilliCPU(s.CPU) < 10:
-		return fmt.Errorf("cpu %v: below the minimum of 0.01 cores", s.CPU)
-	case s.MemoryBytes < 16<<20:
-		return fmt.Errorf("memory %d bytes: below the minimum of 16 MiB", s.MemoryBytes)
+	case CheckCPU(s.CPU, 0) != nil:
+		return CheckCPU(s.CPU, 0)
+	case CheckMemory(s.MemoryBytes, 0) != nil:
+		return CheckMemory(s.MemoryBytes, 0)
 	case s.Pids < 0:
 		return fmt.Errorf("pids %d: must not be negative", s.Pids)
 	case s.Timeout < 0:
