@@ -141,8 +141,8 @@ func (r *stepRun) step() (Step, error) {
 		return st, fmt.Errorf("environment: %s", r.spec.EnvError)
 	}
 	if r.spec.Workspace != "" {
-		if err := cluster.ValidateStepID(cluster.StepID(r.spec.Workspace)); err != nil {
-			return st, fmt.Errorf("workspace name %q: want 1-63 characters of a-z, 0-9, '-' and '_'", r.spec.Workspace)
+		if err := cluster.ValidateWorkspaceName(r.spec.Workspace); err != nil {
+			return st, err
 		}
 		st.Workspace = filepath.Join(r.a.cfg.WorkspaceRoot, r.spec.Workspace)
 		if err := os.MkdirAll(st.Workspace, 0o755); err != nil {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -78,17 +77,6 @@ type StepSpec struct {
 // Request is the resources the step reserves.
 func (s StepSpec) Request() Resources {
 	return Resources{CPU: s.CPU, MemoryBytes: s.MemoryBytes}
-}
-
-var stepIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
-// ValidateStepID reports whether id can name a step (it also names the
-// step's sandbox, so the alphabet is narrow).
-func ValidateStepID(id StepID) error {
-	if !stepIDPattern.MatchString(string(id)) {
-		return fmt.Errorf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", id)
-	}
-	return nil
 }
 
 // Validate reports the first problem that makes the spec unacceptable.

@@ -44,8 +44,13 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 		Node:           cluster.NodeID(req.Node),
 	}
 	if req.Node != "" {
-		if err := cluster.ValidateStepID(cluster.StepID(req.Node)); err != nil {
-			return cluster.StepSpec{}, badRequest("field \"node\": %q: want a node id of 1-63 characters of a-z, 0-9, '-' and '_'", req.Node)
+		if err := cluster.ValidateNodeID(cluster.NodeID(req.Node)); err != nil {
+			return cluster.StepSpec{}, badRequest("field \"node\": %v", err)
+		}
+	}
+	if req.Workspace != "" {
+		if err := cluster.ValidateWorkspaceName(req.Workspace); err != nil {
+			return cluster.StepSpec{}, badRequest("field \"workspace\": %v", err)
 		}
 	}
 	if err := spec.Validate(); err != nil {

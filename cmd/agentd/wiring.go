@@ -17,8 +17,8 @@ import (
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/agentd/stream"
 	"github.com/rodon-compute/rodon/api"
-	"github.com/rodon-compute/rodon/internal/httpapi"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/httpapi"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
@@ -154,7 +154,7 @@ func inputHandler(agent *agentd.Agent) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := cluster.StepID(r.PathValue("id"))
 		if err := cluster.ValidateStepID(id); err != nil {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", id))
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 			return
 		}
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxInput))

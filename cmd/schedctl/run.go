@@ -135,12 +135,16 @@ func (r *runCmd) request(argv []string) (api.StepRequest, error) {
 	if r.workspace != "" {
 		// A workspace is named, not a host path: it lives under the
 		// node's --workspace-root, so a step cannot name a host directory.
-		if err := cluster.ValidateStepID(cluster.StepID(r.workspace)); err != nil {
-			return req, fmt.Errorf("%w: --workspace %q: want a workspace name of 1-63 characters of a-z, 0-9, '-' and '_' (workspaces live under each node's --workspace-root)", errUsage, r.workspace)
+		if err := cluster.ValidateWorkspaceName(r.workspace); err != nil {
+			return req, fmt.Errorf("%w: --workspace: %v (workspaces live under each node's --workspace-root)", errUsage, err)
 		}
 		req.Workspace = r.workspace
 	}
-	if req.ID == "" {
+	if req.ID != "" {
+		if err := cluster.ValidateStepID(cluster.StepID(req.ID)); err != nil {
+			return req, fmt.Errorf("%w: --id: %v", errUsage, err)
+		}
+	} else {
 		// Chosen here so that a submission whose answer was lost can be
 		// retried without running the step twice.
 		var b [6]byte
