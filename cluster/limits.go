@@ -39,6 +39,10 @@ var MaxLimits = Limits{Pids: 4096, Timeout: 24 * time.Hour, WorkspaceBytes: 64 <
 // MinLimits are the smallest limits a step may ask for.
 var MinLimits = Limits{Pids: 16, Timeout: time.Second, WorkspaceBytes: 1 << 20, OutputBytes: 64 << 10}
 
+// DefaultRequest is what a step of schedctl run or of a gateway run
+// reserves when it names no CPU or memory.
+var DefaultRequest = Resources{CPU: 1, MemoryBytes: 512 << 20}
+
 // MinRequest is the least CPU and memory a step may reserve: the
 // scheduler refuses less (StepSpec.Validate), and so do the gateway and
 // the runtime (oci.Limits.Validate, for agentd run).

@@ -21,12 +21,10 @@ import (
 
 // Limits of a run request.
 const (
-	maxSteps      = 20
-	maxArgs       = 256
-	maxEnv        = 128
-	maxRunRecord  = 200 << 10
-	defaultCPU    = 1.0
-	defaultMemory = 512 << 20
+	maxSteps     = 20
+	maxArgs      = 256
+	maxEnv       = 128
+	maxRunRecord = 200 << 10
 )
 
 // images are the step images a run may ask for.
@@ -75,11 +73,11 @@ func stepRequest(i int, spec StepSpec) (api.StepRequest, error) {
 	}
 	switch {
 	case spec.CPU == 0:
-		req.CPU = defaultCPU
+		req.CPU = cluster.DefaultRequest.CPU
 	case cluster.CheckCPU(spec.CPU, cluster.MaxRequest.CPU) != nil:
 		return req, badRequest("field %q: %v: want %v to %v cores", field("cpu"), spec.CPU, cluster.MinRequest.CPU, cluster.MaxRequest.CPU)
 	}
-	req.MemoryBytes = defaultMemory
+	req.MemoryBytes = cluster.DefaultRequest.MemoryBytes
 	if spec.Memory != "" {
 		n, err := size.Parse(spec.Memory)
 		if err != nil {

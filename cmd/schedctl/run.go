@@ -58,8 +58,8 @@ func (*runCmd) synopsis() string {
 
 func (r *runCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.image, "image", "base", "image: base, python, or a containerd image reference")
-	fs.Float64Var(&r.cpu, "cpu", 1, "CPU cores reserved and allowed, such as 0.5")
-	fs.StringVar(&r.memory, "memory", "512m", "memory reserved and allowed, such as 512m or 2g")
+	fs.Float64Var(&r.cpu, "cpu", cluster.DefaultRequest.CPU, "CPU cores reserved and allowed, such as 0.5")
+	fs.StringVar(&r.memory, "memory", fmtSize(cluster.DefaultRequest.MemoryBytes), "memory reserved and allowed, such as 512m or 2g (1g and 1Gi are 2^30 bytes, 1G is 10^9)")
 	def, hi := cluster.DefaultLimits, cluster.MaxLimits
 	fs.DurationVar(&r.timeout, "timeout", 0, fmt.Sprintf("wall-clock limit, such as 10m (0: the default, %v; at most %v)", def.Timeout, hi.Timeout))
 	fs.Int64Var(&r.pids, "pids", 0, fmt.Sprintf("limit of the step's processes and threads (0: the default, %d; at most %d)", def.Pids, hi.Pids))
