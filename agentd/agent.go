@@ -99,8 +99,8 @@ type Agent struct {
 // NewAgent wires an agent; it starts nothing.
 func NewAgent(cfg AgentConfig, rt *Runtime, sched Scheduler, logs *logstore.Store, logger *slog.Logger) (*Agent, error) {
 	switch {
-	case cluster.ValidateStepID(cluster.StepID(cfg.Node)) != nil:
-		return nil, fmt.Errorf("agent config: node id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", cfg.Node)
+	case cluster.ValidateNodeID(cfg.Node) != nil:
+		return nil, fmt.Errorf("agent config: %w", cluster.ValidateNodeID(cfg.Node))
 	case !cfg.Address.IsValid():
 		return nil, errors.New("agent config: no stream address")
 	case cfg.Heartbeat <= 0:

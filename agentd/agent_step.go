@@ -142,8 +142,8 @@ func (r *stepRun) step() (Step, error) {
 		return st, failure(api.CauseInvalidStep, "environment: "+r.spec.EnvError, nil)
 	}
 	if r.spec.Workspace != "" {
-		if err := cluster.ValidateStepID(cluster.StepID(r.spec.Workspace)); err != nil {
-			return st, failure(api.CauseInvalidStep, fmt.Sprintf("workspace name %q: want 1-63 characters of a-z, 0-9, '-' and '_'", r.spec.Workspace), nil)
+		if err := cluster.ValidateWorkspaceName(r.spec.Workspace); err != nil {
+			return st, failure(api.CauseInvalidStep, err.Error(), nil)
 		}
 		st.Workspace = filepath.Join(r.a.cfg.WorkspaceRoot, r.spec.Workspace)
 		if err := os.MkdirAll(st.Workspace, 0o755); err != nil {

@@ -29,8 +29,8 @@ func ParseThreshold(s string) (Threshold, error) {
 		return Threshold{Percent: v}, nil
 	}
 	n, err := size.Parse(s)
-	if err != nil || n < 0 {
-		return Threshold{}, fmt.Errorf("threshold %q: want a percentage such as 10%% or an amount such as 5g", s)
+	if err != nil {
+		return Threshold{}, fmt.Errorf("threshold %q: want a percentage such as 10%% or an amount: %w", s, err)
 	}
 	return Threshold{Amount: uint64(n)}, nil
 }

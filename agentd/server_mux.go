@@ -56,7 +56,7 @@ func inputHandler(agent *Agent) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := cluster.StepID(r.PathValue("id"))
 		if err := cluster.ValidateStepID(id); err != nil {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", id))
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 			return
 		}
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxInput))

@@ -3,7 +3,6 @@ package agentd
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
@@ -66,8 +65,6 @@ func (s Step) withDefaults() Step {
 // errInvalid marks a step that fails validation.
 var errInvalid = errors.New("invalid step")
 
-var stepIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
 // Validate reports the first problem that makes the step unrunnable.
 func (s Step) Validate() error {
 	if err := s.validate(); err != nil {
@@ -78,8 +75,8 @@ func (s Step) Validate() error {
 
 func (s Step) validate() error {
 	switch {
-	case !stepIDPattern.MatchString(string(s.ID)):
-		return fmt.Errorf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", s.ID)
+	case cluster.ValidateStepID(s.ID) != nil:
+		return cluster.ValidateStepID(s.ID)
 	case s.Image == "":
 		return fmt.Errorf("step %s: empty image", s.ID)
 	case len(s.Args) == 0:

@@ -85,7 +85,8 @@ type StepSpec struct {
 	Image string   `json:"image"`
 	Env   []string `json:"env"`
 	CPU   float64  `json:"cpu"`
-	// Memory is a size such as "512Mi" or "1G".
+	// Memory is a size such as "512Mi" or "1G" (internal/size: the one
+	// grammar of sizes, as schedctl's and agentd's flags).
 	Memory string `json:"memory"`
 	// Timeout, Pids, WorkspaceSize (a size such as "2Gi") and OutputCap
 	// (a size) are the step's limits; zero or absent is the default of

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -37,6 +38,47 @@ var MaxLimits = Limits{Pids: 4096, Timeout: 24 * time.Hour, WorkspaceBytes: 64 <
 
 // MinLimits are the smallest limits a step may ask for.
 var MinLimits = Limits{Pids: 16, Timeout: time.Second, WorkspaceBytes: 1 << 20, OutputBytes: 64 << 10}
+
+// DefaultRequest is what a step of schedctl run or of a gateway run
+// reserves when it names no CPU or memory.
+var DefaultRequest = Resources{CPU: 1, MemoryBytes: 512 << 20}
+
+// MinRequest is the least CPU and memory a step may reserve: the
+// scheduler refuses less (StepSpec.Validate), and so do the gateway and
+// the runtime (oci.Limits.Validate, for agentd run).
+var MinRequest = Resources{CPU: 0.01, MemoryBytes: 16 << 20}
+
+// MaxRequest is the most CPU and memory one step of a gateway run may
+// reserve. The scheduler itself takes more, bounded by its nodes: a step
+// no node could ever hold fails as unplaceable.
+var MaxRequest = Resources{CPU: 64, MemoryBytes: 256 << 30}
+
+// CheckCPU reports cores outside [MinRequest.CPU, max]; a max of zero is
+// no maximum. (Less than 0.01 cores would be a CFS quota under the
+// kernel's 1 ms.)
+func CheckCPU(cores, max float64) error {
+	switch {
+	case !(cores > 0) || math.IsInf(cores, 0):
+		return fmt.Errorf("cpu %v: must be a positive number of cores", cores)
+	case cores < MinRequest.CPU:
+		return fmt.Errorf("cpu %v: below the minimum of %v cores", cores, MinRequest.CPU)
+	case max > 0 && cores > max:
+		return fmt.Errorf("cpu %v: above the maximum of %v cores", cores, max)
+	}
+	return nil
+}
+
+// CheckMemory reports bytes outside [MinRequest.MemoryBytes, max]; a max
+// of zero is no maximum.
+func CheckMemory(bytes, max int64) error {
+	switch {
+	case bytes < MinRequest.MemoryBytes:
+		return fmt.Errorf("memory %d bytes: below the minimum of %d MiB", bytes, MinRequest.MemoryBytes>>20)
+	case max > 0 && bytes > max:
+		return fmt.Errorf("memory %d bytes: above the maximum of %d GiB", bytes, max>>30)
+	}
+	return nil
+}
 
 // WithDefaults returns l with every zero field set from DefaultLimits.
 func (l Limits) WithDefaults() Limits {

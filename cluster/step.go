@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -84,17 +82,6 @@ func (s StepSpec) Request() Resources {
 	return Resources{CPU: s.CPU, MemoryBytes: s.MemoryBytes}
 }
 
-var stepIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
-// ValidateStepID reports whether id can name a step (it also names the
-// step's sandbox, so the alphabet is narrow).
-func ValidateStepID(id StepID) error {
-	if !stepIDPattern.MatchString(string(id)) {
-		return fmt.Errorf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", id)
-	}
-	return nil
-}
-
 // Validate reports the first problem that makes the spec unacceptable.
 func (s StepSpec) Validate() error {
 	switch {
@@ -102,12 +89,10 @@ func (s StepSpec) Validate() error {
 		return fmt.Errorf("empty image")
 	case len(s.Args) == 0:
 		return fmt.Errorf("empty command")
-	case !(s.CPU > 0) || math.IsInf(s.CPU, 0):
-		return fmt.Errorf("cpu %v: must be a positive number of cores", s.CPU)
-	case MilliCPU(s.CPU) < 10:
-		return fmt.Errorf("cpu %v: below the minimum of 0.01 cores", s.CPU)
-	case s.MemoryBytes < 16<<20:
-		return fmt.Errorf("memory %d bytes: below the minimum of 16 MiB", s.MemoryBytes)
+	case CheckCPU(s.CPU, 0) != nil:
+		return CheckCPU(s.CPU, 0)
+	case CheckMemory(s.MemoryBytes, 0) != nil:
+		return CheckMemory(s.MemoryBytes, 0)
 	case s.Pids < 0:
 		return fmt.Errorf("pids %d: must not be negative", s.Pids)
 	case s.Timeout < 0:

@@ -145,8 +145,11 @@ func FuzzParseSize(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if n, err := parseSize(s); err == nil && n <= 0 {
-			t.Fatalf("parseSize(%q) = %d, nil", s, n)
+		// Every size field accepted is a positive size (internal/size
+		// fuzzes the grammar itself).
+		req, err := stepRequest(0, api.StepSpec{Args: []string{"x"}, Memory: s, WorkspaceSize: s, OutputCap: s})
+		if err == nil && (req.MemoryBytes <= 0 || req.WorkspaceBytes <= 0 || req.OutputBytes <= 0) {
+			t.Fatalf("stepRequest with sizes %q = memory %d, workspace %d, output %d, nil", s, req.MemoryBytes, req.WorkspaceBytes, req.OutputBytes)
 		}
 	})
 }

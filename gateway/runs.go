@@ -16,16 +16,15 @@ import (
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/gateway/relay"
+	"github.com/rodon-compute/rodon/internal/size"
 )
 
 // Limits of a run request.
 const (
-	maxSteps      = 20
-	maxArgs       = 256
-	maxEnv        = 128
-	maxRunRecord  = 200 << 10
-	defaultCPU    = 1.0
-	defaultMemory = 512 << 20
+	maxSteps     = 20
+	maxArgs      = 256
+	maxEnv       = 128
+	maxRunRecord = 200 << 10
 )
 
 // images are the step images a run may ask for.
@@ -68,18 +67,19 @@ func stepRequest(i int, spec api.StepSpec) (api.StepRequest, error) {
 	}
 	switch {
 	case spec.CPU == 0:
-		req.CPU = defaultCPU
-	case spec.CPU < 0.01 || spec.CPU > 64:
-		return req, badRequest("field %q: %v: want 0.01 to 64 cores", field("cpu"), spec.CPU)
+		req.CPU = cluster.DefaultRequest.CPU
+	case cluster.CheckCPU(spec.CPU, cluster.MaxRequest.CPU) != nil:
+		return req, badRequest("field %q: %v: want %v to %v cores", field("cpu"), spec.CPU, cluster.MinRequest.CPU, cluster.MaxRequest.CPU)
 	}
-	req.MemoryBytes = defaultMemory
+	req.MemoryBytes = cluster.DefaultRequest.MemoryBytes
 	if spec.Memory != "" {
-		n, err := parseSize(spec.Memory)
+		n, err := size.Parse(spec.Memory)
 		if err != nil {
 			return req, badRequest("field %q: %v", field("memory"), err)
 		}
-		if n < 16<<20 || n > 256<<30 {
-			return req, badRequest("field %q: %s: want 16Mi to 256Gi", field("memory"), spec.Memory)
+		if cluster.CheckMemory(n, cluster.MaxRequest.MemoryBytes) != nil {
+			return req, badRequest("field %q: %s: want %s to %s", field("memory"), spec.Memory,
+				size.Format(cluster.MinRequest.MemoryBytes), size.Format(cluster.MaxRequest.MemoryBytes))
 		}
 		req.MemoryBytes = n
 	}
@@ -91,9 +91,15 @@ func stepRequest(i int, spec api.StepSpec) (api.StepRequest, error) {
 		if sz.value == "" {
 			continue
 		}
-		n, err := parseSize(sz.value)
+		n, err := size.Parse(sz.value)
 		if err != nil {
 			return req, badRequest("field %q: %v", field(sz.name), err)
+		}
+		if n == 0 {
+			// Zero would be the default: a size given must be one.
+			lo, hi := cluster.MinLimits, cluster.MaxLimits
+			bounds := map[string][2]int64{"workspace_size": {lo.WorkspaceBytes, hi.WorkspaceBytes}, "output_cap": {lo.OutputBytes, hi.OutputBytes}}[sz.name]
+			return req, badRequest("field %q: %s: want %d to %d (absent: the default)", field(sz.name), sz.value, bounds[0], bounds[1])
 		}
 		*sz.dst = n
 	}
@@ -120,27 +126,6 @@ func (g *Gateway) sealEnv(ctx context.Context, id string, req *api.StepRequest) 
 	}
 	req.Env, req.SealedEnv = nil, sealed
 	return nil
-}
-
-// parseSize parses a memory size: bytes, or a number with K, M, G (powers
-// of 1000) or Ki, Mi, Gi (powers of 1024).
-func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}}
-	num, mult := s, int64(1)
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, mult = n, u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q: want a size such as 512Mi or 2Gi", s)
-	}
-	return n * mult, nil
 }
 
 func (g *Gateway) handleCreateRun(c *call) error {

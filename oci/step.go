@@ -9,6 +9,8 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	ctroci "github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/rodon-compute/rodon/cluster"
 )
 
 // Limits are the resource limits of one step. Zero means unlimited, except
@@ -44,16 +46,16 @@ func (l Limits) Validate() error {
 	switch {
 	case l.CPU < 0 || math.IsNaN(l.CPU) || math.IsInf(l.CPU, 0):
 		return fmt.Errorf("cpu limit %v: must be a positive number of cores", l.CPU)
-	case l.CPU > 0 && l.CPU*cpuPeriod < 1000:
-		return fmt.Errorf("cpu limit %v: below the minimum of 0.01 cores", l.CPU)
+	case l.CPU > 0 && cluster.CheckCPU(l.CPU, 0) != nil:
+		return fmt.Errorf("cpu limit: %w", cluster.CheckCPU(l.CPU, 0))
 	case l.MemoryBytes < 0:
 		return fmt.Errorf("memory limit %d: must not be negative", l.MemoryBytes)
-	case l.MemoryBytes > 0 && l.MemoryBytes < 16<<20:
-		return fmt.Errorf("memory limit %d bytes: below the minimum of 16 MiB", l.MemoryBytes)
+	case l.MemoryBytes > 0 && cluster.CheckMemory(l.MemoryBytes, 0) != nil:
+		return fmt.Errorf("memory limit: %w", cluster.CheckMemory(l.MemoryBytes, 0))
 	case l.Pids < 0:
 		return fmt.Errorf("pids limit %d: must not be negative", l.Pids)
-	case l.Pids > 0 && l.Pids < 8:
-		return fmt.Errorf("pids limit %d: below the minimum of 8", l.Pids)
+	case l.Pids > 0 && l.Pids < cluster.MinLimits.Pids:
+		return fmt.Errorf("pids limit %d: below the minimum of %d", l.Pids, cluster.MinLimits.Pids)
 	}
 	return nil
 }

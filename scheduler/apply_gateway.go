@@ -16,8 +16,8 @@ import (
 // the table never holds more than cluster.MaxGateways records, live or
 // not; a new name past that bound is refused.
 func (st *State) applySetGateway(idx uint64, c *cluster.SetGateway) any {
-	if !nodeIDPattern.MatchString(c.Name) {
-		return fmt.Errorf("gateway name %q: want 1-63 characters of a-z, 0-9, '.', '-' and '_': %w", c.Name, ErrInvalid)
+	if err := cluster.ValidateName("gateway name", c.Name); err != nil {
+		return fmt.Errorf("%w: %w", err, ErrInvalid)
 	}
 	if err := cluster.ValidateGatewayAddrs(c.Addresses); err != nil {
 		return fmt.Errorf("gateway %s: %w: %w", c.Name, err, ErrInvalid)

@@ -52,8 +52,8 @@ func (st *State) applyRestore(idx uint64, c *cluster.Restore) any {
 	for i := range c.Nodes {
 		n := c.Nodes[i].Clone()
 		switch {
-		case !nodeIDPattern.MatchString(string(n.ID)):
-			return fmt.Errorf("restore: node id %q: %w", n.ID, ErrInvalid)
+		case cluster.ValidateNodeID(n.ID) != nil:
+			return fmt.Errorf("restore: %w: %w", cluster.ValidateNodeID(n.ID), ErrInvalid)
 		case fresh.nodes[n.ID] != nil:
 			return fmt.Errorf("restore: node %s appears twice: %w", n.ID, ErrInvalid)
 		}

@@ -3,15 +3,12 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
 )
-
-var nodeIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 
 func validateHealth(h cluster.Health) error {
 	switch {
@@ -64,8 +61,8 @@ func (st *State) node(id cluster.NodeID) (*cluster.Node, error) {
 
 func (st *State) applyRegisterNode(idx uint64, c *cluster.RegisterNode) any {
 	switch {
-	case !nodeIDPattern.MatchString(string(c.Node)):
-		return fmt.Errorf("node id %q: want 1-63 characters of a-z, 0-9, '.', '-' and '_': %w", c.Node, ErrInvalid)
+	case cluster.ValidateNodeID(c.Node) != nil:
+		return fmt.Errorf("%w: %w", cluster.ValidateNodeID(c.Node), ErrInvalid)
 	case !c.Address.IsValid():
 		return fmt.Errorf("node %s: no address: %w", c.Node, ErrInvalid)
 	case !(c.Capacity.CPU > 0) || c.Capacity.MemoryBytes <= 0:

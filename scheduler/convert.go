@@ -20,7 +20,7 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 	case req.CPU < 0 || math.IsNaN(req.CPU) || math.IsInf(req.CPU, 0):
 		return cluster.StepSpec{}, badRequest("field \"cpu\": %v: want a positive number of cores, such as 0.5", req.CPU)
 	case req.MemoryBytes < 0:
-		return cluster.StepSpec{}, badRequest("field \"memory_bytes\": %d is negative: want a size in bytes of at least 16 MiB", req.MemoryBytes)
+		return cluster.StepSpec{}, badRequest("field \"memory_bytes\": %d is negative: want a size in bytes of at least %d MiB", req.MemoryBytes, cluster.MinRequest.MemoryBytes>>20)
 	case len(req.EnvNames) > 0:
 		return cluster.StepSpec{}, badRequest("field \"env_names\": answers name a step's variables there; a request sends them in \"env\" (NAME=VALUE) or \"sealed_env\"")
 	}
@@ -44,8 +44,13 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 		Node:           cluster.NodeID(req.Node),
 	}
 	if req.Node != "" {
-		if err := cluster.ValidateStepID(cluster.StepID(req.Node)); err != nil {
-			return cluster.StepSpec{}, badRequest("field \"node\": %q: want a node id of 1-63 characters of a-z, 0-9, '-' and '_'", req.Node)
+		if err := cluster.ValidateNodeID(cluster.NodeID(req.Node)); err != nil {
+			return cluster.StepSpec{}, badRequest("field \"node\": %v", err)
+		}
+	}
+	if req.Workspace != "" {
+		if err := cluster.ValidateWorkspaceName(req.Workspace); err != nil {
+			return cluster.StepSpec{}, badRequest("field \"workspace\": %v", err)
 		}
 	}
 	if err := spec.Validate(); err != nil {

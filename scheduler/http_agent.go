@@ -32,8 +32,8 @@ func decodeRegister(w http.ResponseWriter, r *http.Request) (cluster.RegisterNod
 		return c, err
 	}
 	switch {
-	case !nodeIDPattern.MatchString(string(c.Node)):
-		return c, badRequest("field \"node\": %q: want 1-63 characters of a-z, 0-9, '.', '-' and '_'", c.Node)
+	case cluster.ValidateNodeID(c.Node) != nil:
+		return c, badRequest("field \"node\": %v", cluster.ValidateNodeID(c.Node))
 	case !c.Address.IsValid():
 		return c, badRequest("field \"address\": missing: want the HOST:PORT the agent serves its API on")
 	case !(c.Capacity.CPU > 0):

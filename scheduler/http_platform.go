@@ -55,8 +55,8 @@ const maxGatewayBody = 4 << 10
 
 func (s *Server) handlePutGateway(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	if !nodeIDPattern.MatchString(name) {
-		return badRequest("gateway name %q: want 1-63 characters of a-z, 0-9, '.', '-' and '_'", name)
+	if err := cluster.ValidateName("gateway name", name); err != nil {
+		return badRequest("%v", err)
 	}
 	var req gatewayRequest
 	if err := decodeBody(w, r, &req, maxGatewayBody, false); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/rodon-compute/rodon/cluster"
 )
 
 // cleanupCmd is `agentd cleanup [--node-id ID]`: destroy the sandboxes that
@@ -20,6 +22,11 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs.BoolVar(&removeNAT, "remove-nat", false, "also remove the node's shared NAT and filter table (when no agent will run here)")
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
+	}
+	if node != "" {
+		if err := cluster.ValidateNodeID(cluster.NodeID(node)); err != nil {
+			return 0, fmt.Errorf("%w: --node-id: %v", errUsage, err)
+		}
 	}
 	f.node = node
 	ctx, rt, _, closeRT, err := f.open(stderr)

@@ -142,8 +142,8 @@ func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
 		return cfg, nil, fmt.Errorf("%w: --scheduler: give the scheduler members' URLs", errUsage)
 	}
 	urls := strings.Split(f.schedulers, ",")
-	if err := cluster.ValidateStepID(cluster.StepID(f.nodeID)); err != nil {
-		return cfg, nil, fmt.Errorf("%w: --node-id %q: want 1-63 characters of a-z, 0-9, '-' and '_'", errUsage, f.nodeID)
+	if err := cluster.ValidateNodeID(cluster.NodeID(f.nodeID)); err != nil {
+		return cfg, nil, fmt.Errorf("%w: --node-id: %v", errUsage, err)
 	}
 	cfg.Node = cluster.NodeID(f.nodeID)
 	ap, err := netip.ParseAddrPort(f.listen)

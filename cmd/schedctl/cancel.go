@@ -29,7 +29,7 @@ func (k *cancelCmd) flags(fs *flag.FlagSet) {
 }
 
 func (k *cancelCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
-	if err := wantArgs(args, "ID"); err != nil {
+	if err := wantStepID(args); err != nil {
 		return 0, err
 	}
 	if k.wait < 0 {

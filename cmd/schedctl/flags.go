@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/rodon-compute/rodon/cluster"
 	icli "github.com/rodon-compute/rodon/internal/cli"
 )
 
@@ -121,6 +122,28 @@ func wantArgs(args []string, names ...string) error {
 		if a == "" {
 			return fmt.Errorf("%w: empty %s", errUsage, names[i])
 		}
+	}
+	return nil
+}
+
+// wantStepID checks that the one positional argument is a step id
+// (cluster.ValidateStepID); wantNodeID that it is a node id.
+func wantStepID(args []string) error {
+	if err := wantArgs(args, "ID"); err != nil {
+		return err
+	}
+	if err := cluster.ValidateStepID(cluster.StepID(args[0])); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+func wantNodeID(args []string) error {
+	if err := wantArgs(args, "ID"); err != nil {
+		return err
+	}
+	if err := cluster.ValidateNodeID(cluster.NodeID(args[0])); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
 }

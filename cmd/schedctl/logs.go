@@ -25,7 +25,7 @@ func (l *logsCmd) flags(fs *flag.FlagSet) {
 }
 
 func (l *logsCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
-	if err := wantArgs(args, "ID"); err != nil {
+	if err := wantStepID(args); err != nil {
 		return 0, err
 	}
 	id := args[0]

@@ -31,7 +31,7 @@ func (d *drainCmd) flags(fs *flag.FlagSet) {
 const drainPoll = 500 * time.Millisecond
 
 func (d *drainCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
-	if err := wantArgs(args, "ID"); err != nil {
+	if err := wantNodeID(args); err != nil {
 		return 0, err
 	}
 	if d.deadline < 0 {
@@ -74,7 +74,7 @@ func (*undrainCmd) synopsis() string    { return "node undrain ID [-o json]" }
 func (*undrainCmd) flags(*flag.FlagSet) {}
 
 func (*undrainCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
-	if err := wantArgs(args, "ID"); err != nil {
+	if err := wantNodeID(args); err != nil {
 		return 0, err
 	}
 	sc, err := c.client()

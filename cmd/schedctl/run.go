@@ -58,8 +58,8 @@ func (*runCmd) synopsis() string {
 
 func (r *runCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.image, "image", "base", "image: base, python, or a containerd image reference")
-	fs.Float64Var(&r.cpu, "cpu", 1, "CPU cores reserved and allowed, such as 0.5")
-	fs.StringVar(&r.memory, "memory", "512m", "memory reserved and allowed, such as 512m or 2g")
+	fs.Float64Var(&r.cpu, "cpu", cluster.DefaultRequest.CPU, "CPU cores reserved and allowed, such as 0.5")
+	fs.StringVar(&r.memory, "memory", fmtSize(cluster.DefaultRequest.MemoryBytes), "memory reserved and allowed, such as 512m or 2g (1g and 1Gi are 2^30 bytes, 1G is 10^9)")
 	def, hi := cluster.DefaultLimits, cluster.MaxLimits
 	fs.DurationVar(&r.timeout, "timeout", 0, fmt.Sprintf("wall-clock limit, such as 10m (0: the default, %v; at most %v)", def.Timeout, hi.Timeout))
 	fs.Int64Var(&r.pids, "pids", 0, fmt.Sprintf("limit of the step's processes and threads (0: the default, %d; at most %d)", def.Pids, hi.Pids))
@@ -135,12 +135,16 @@ func (r *runCmd) request(argv []string) (api.StepRequest, error) {
 	if r.workspace != "" {
 		// A workspace is named, not a host path: it lives under the
 		// node's --workspace-root, so a step cannot name a host directory.
-		if err := cluster.ValidateStepID(cluster.StepID(r.workspace)); err != nil {
-			return req, fmt.Errorf("%w: --workspace %q: want a workspace name of 1-63 characters of a-z, 0-9, '-' and '_' (workspaces live under each node's --workspace-root)", errUsage, r.workspace)
+		if err := cluster.ValidateWorkspaceName(r.workspace); err != nil {
+			return req, fmt.Errorf("%w: --workspace: %v (workspaces live under each node's --workspace-root)", errUsage, err)
 		}
 		req.Workspace = r.workspace
 	}
-	if req.ID == "" {
+	if req.ID != "" {
+		if err := cluster.ValidateStepID(cluster.StepID(req.ID)); err != nil {
+			return req, fmt.Errorf("%w: --id: %v", errUsage, err)
+		}
+	} else {
 		// Chosen here so that a submission whose answer was lost can be
 		// retried without running the step twice.
 		var b [6]byte

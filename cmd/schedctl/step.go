@@ -22,7 +22,7 @@ func (*stepCmd) synopsis() string    { return "step ID [-o json]" }
 func (*stepCmd) flags(*flag.FlagSet) {}
 
 func (*stepCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
-	if err := wantArgs(args, "ID"); err != nil {
+	if err := wantStepID(args); err != nil {
 		return 0, err
 	}
 	sc, err := c.client()

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
@@ -93,6 +94,9 @@ func (f *serveFlags) config() (scheduler.Config, error) {
 			return c, fmt.Errorf("%w: %s %q: %v", errUsage, a.name, a.value, err)
 		}
 	}
+	if err := cluster.ValidateName("member id", f.nodeID); err != nil {
+		return c, fmt.Errorf("%w: --node-id: %v (it names the member's certificate, member/ID)", errUsage, err)
+	}
 	if f.nodeTTL <= 0 {
 		return c, fmt.Errorf("%w: --node-ttl %v: must be a positive duration such as 10s", errUsage, f.nodeTTL)
 	}
@@ -129,9 +133,6 @@ func (f *serveFlags) config() (scheduler.Config, error) {
 			}
 		}
 	} else {
-		if _, err := pki.NewIdentity(pki.RoleMember, f.nodeID); err != nil {
-			return c, fmt.Errorf("%w: --node-id: %v (it names the member's certificate, member/ID)", errUsage, err)
-		}
 		for _, a := range join {
 			if strings.HasPrefix(a, "http://") {
 				return c, fmt.Errorf("%w: --join %q: members speak TLS: give HOST:PORT or https://HOST:PORT", errUsage, a)

@@ -21,8 +21,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/rodon-compute/rodon/cluster"
 )
 
 // Role is what an identity is to the cluster.
@@ -56,10 +57,6 @@ func ParseRole(s string) (Role, error) {
 // TrustDomain is the host part of every identity URI.
 const TrustDomain = "rodon"
 
-// namePattern is the grammar of an identity's name: that of node and
-// member ids.
-var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
-
 // Identity is who a certificate names: a role and a name unique within it
 // (a node id for an agent, a member id for a member).
 type Identity struct {
@@ -67,13 +64,14 @@ type Identity struct {
 	Name string
 }
 
-// NewIdentity checks role and name and returns the identity.
+// NewIdentity checks role and name (the grammar of node and member ids,
+// cluster.ValidateName) and returns the identity.
 func NewIdentity(role Role, name string) (Identity, error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return Identity{}, err
 	}
-	if !namePattern.MatchString(name) {
-		return Identity{}, fmt.Errorf("name %q: want 1-63 characters of a-z, 0-9, '.', '-' and '_', starting with a letter or digit", name)
+	if err := cluster.ValidateName("name", name); err != nil {
+		return Identity{}, err
 	}
 	return Identity{Role: role, Name: name}, nil
 }

@@ -1,0 +1,61 @@
+package cluster
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// The id grammars, one per kind, for every binary and the gateway
+// (docs/PROTOCOL.md, "Ids"):
+//
+//	kind                          grammar                                   checked by
+//	step id                       1-63 of a-z 0-9 - _, first a-z or 0-9     ValidateStepID
+//	workspace name (of a step)    as a step id                              ValidateWorkspaceName
+//	node id                       1-63 of a-z 0-9 . - _, first a-z or 0-9   ValidateNodeID
+//	member id, gateway name,      as a node id                              ValidateName
+//	operator name (identities)
+//
+// A step id also names the step's sandbox (its containerd container, its
+// cgroup and network namespace, its workspace image) and a workspace name
+// is a directory under a node's --workspace-root, so both are narrow. A
+// node id, a member id and a gateway's or operator's name are the NAME of
+// a certificate identity (spiffe://rodon/ROLE/NAME, internal/pki), which
+// also allows '.' so that host names fit. The gateway's own ids (acct-,
+// key-, ws-, sess-, run- and s-<run>-<index>) are gateway/ids.go's and fit
+// these grammars: a gateway workspace id is a step's workspace name and a
+// gateway step id is a step id.
+var (
+	stepIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+)
+
+// ValidateStepID reports whether id can name a step.
+func ValidateStepID(id StepID) error {
+	if !stepIDPattern.MatchString(string(id)) {
+		return fmt.Errorf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// ValidateWorkspaceName reports whether name can name a step's workspace
+// (StepSpec.Workspace): a directory under each node's --workspace-root.
+func ValidateWorkspaceName(name string) error {
+	if !stepIDPattern.MatchString(name) {
+		return fmt.Errorf("workspace name %q: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateNodeID reports whether id can name a node (its agent's
+// identity is agent/ID).
+func ValidateNodeID(id NodeID) error { return ValidateName("node id", string(id)) }
+
+// ValidateName reports whether name can be the name of a certificate
+// identity: a node id, a member id, a gateway's or an operator's name.
+// kind says which in the error ("member id", "gateway name").
+func ValidateName(kind, name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("%s %q: want 1-63 characters of a-z, 0-9, '.', '-' and '_', starting with a letter or digit", kind, name)
+	}
+	return nil
+}
