@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 )
 
 // TestRunPageSurvivesCompaction: each step's view is kept in the run
@@ -36,15 +36,13 @@ func TestRunPageSurvivesCompaction(t *testing.T) {
 	// Step 1 exits 3, its sandbox not cleaned up yet.
 	f.sched.Start(s1)
 	f.sched.AddEvent(s1, "progress", "half way")
-	f.sched.Update(s1, func(st *api.Step) {
-		code := 3
-		st.State, st.TerminatedBy, st.ExitCode, st.Phases.Exited = "exited", "exit", &code, time.Now().UTC()
-	})
+	f.sched.agent.ExitWith(s1, cluster.ExitRecord{State: cluster.StateExited, TerminatedBy: cluster.ByExit, ExitCode: 3,
+		Phases: cluster.Phases{Exited: time.Now().UTC()}})
 	f.g.Driver().Pass(ctx)
 	if _, err := f.store.GetRecord(ctx, kindRunLive, op.ID); err != nil {
 		t.Fatalf("run whose last step is not cleaned up: marker %v, want it still live", err)
 	}
-	f.sched.Update(s1, func(st *api.Step) { st.Phases.CleanedUp = time.Now().UTC() })
+	f.sched.agent.Phase(s1, "", cluster.Phases{CleanedUp: time.Now().UTC()})
 	f.do("viewer", "GET", "/v1/steps/"+s1, "", 200, &step1)
 	live[s1] = step1
 	f.g.Driver().Pass(ctx)
@@ -78,8 +76,8 @@ func TestRunPageSurvivesCompaction(t *testing.T) {
 	op = f.newRun(1)
 	f.sched.Start(op.Steps[0].ID)
 	f.do("editor", "POST", "/v1/runs/"+op.ID+"/cancel", "", 200, nil)
-	f.sched.ConfirmCancel(op.Steps[0].ID)
 	f.sched.Exit(op.Steps[0].ID, 137)
+	f.sched.ConfirmCancel(op.Steps[0].ID)
 	f.g.Driver().Pass(ctx)
 	before = f.getRun(op.ID)
 	f.sched.Compact(op.Steps[0].ID)
