@@ -129,6 +129,11 @@ func New(t testing.TB, opts Options) *Cluster {
 		cfg.NodeTTL = time.Minute
 		cfg.ShutdownTimeout = 2 * time.Second
 		cfg.Raft = RaftConfig()
+		if n == 1 {
+			// A lone member has no one to wait for: it elects itself at
+			// once and never loses a quorum.
+			cfg.Raft.HeartbeatTimeout, cfg.Raft.ElectionTimeout, cfg.Raft.LeaderLeaseTimeout = 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond
+		}
 		cfg.Testing = scheduler.Testing{
 			Raft: scheduler.RaftDeps{Transport: trans, Logs: store, Stable: store, Snapshots: raft.NewInmemSnapshotStore()},
 			Wrap: c.wrapHandler,
