@@ -240,16 +240,6 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, api.NewError(code, msg))
 }
 
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeError(w, 400, api.CodeBadRequest, err.Error())
-		return false
-	}
-	return true
-}
-
 // syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader,
 // which can wait for content.
 type syncBuffer struct {

@@ -86,7 +86,7 @@ func TestUnreachable(t *testing.T) {
 func fullStep() cluster.Step {
 	at := testNow.Add(-time.Minute)
 	return cluster.Step{
-		ID: "s1", State: cluster.StateCancelled, ExitCode: exitCode(137), TerminatedBy: cluster.ByUser, Node: "n1", Attempts: 1,
+		ID: "s1", State: cluster.StateCancelled, ExitCode: intp(137), TerminatedBy: cluster.ByUser, Node: "n1", Attempts: 1,
 		Cancel: &cluster.Cancel{RequestedAt: at, ConfirmedAt: at.Add(time.Second), Unverified: "shown for the shape"},
 		Phases: cluster.Phases{Queued: at, Placed: at, Created: at, Started: at, FirstOutput: at,
 			Exited: at, CleanedUp: at},

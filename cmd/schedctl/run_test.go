@@ -303,7 +303,7 @@ func TestCancelOutcomes(t *testing.T) {
 	f.Restore([]cluster.Node{node("n1", netip.MustParseAddrPort("127.0.0.1:7300"))}, []cluster.Step{
 		stepWith(liveStep("lost1", cluster.StateLost, "n1"), func(s *cluster.Step) { s.TerminatedBy = cluster.ByNodeLost }),
 		liveStep("run1", cluster.StateRunning, "n1"),
-		stepWith(liveStep("done1", cluster.StateExited, "n1"), func(s *cluster.Step) { s.ExitCode, s.TerminatedBy = exitCode(0), cluster.ByExit }),
+		stepWith(liveStep("done1", cluster.StateExited, "n1"), func(s *cluster.Step) { s.ExitCode, s.TerminatedBy = intp(0), cluster.ByExit }),
 	})
 	r := schedctl(t, f.url, nil, "cancel", "lost1", "--wait", "5s")
 	if r.code != exitError || r.stdout != "cancel requested\ncancel unverified: node n1 is down: the step's process could not be confirmed gone\n" {
@@ -405,7 +405,7 @@ func TestFramesByteExact(t *testing.T) {
 	}
 	sched, agent := newScheduler(t, 1, nil), newFakeAgent(t)
 	sched.Restore([]cluster.Node{node("n1", addrOf(t, agent.srv.URL))}, []cluster.Step{
-		stepWith(liveStep("s1", cluster.StateExited, "n1"), func(s *cluster.Step) { s.ExitCode, s.TerminatedBy = exitCode(0), cluster.ByExit }),
+		stepWith(liveStep("s1", cluster.StateExited, "n1"), func(s *cluster.Step) { s.ExitCode, s.TerminatedBy = intp(0), cluster.ByExit }),
 	})
 	agent.add("s1", framesOf(chunks, &api.Exit{State: "exited", ExitCode: intp(0)})...)
 	r := schedctl(t, sched.url, nil, "logs", "-f", "s1")

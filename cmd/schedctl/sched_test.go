@@ -204,9 +204,6 @@ func liveStep(id string, state cluster.StepState, n string) cluster.Step {
 	return s
 }
 
-// exitCode returns a pointer to code.
-func exitCode(code int) *int { return &code }
-
 // stepWith is s changed by f.
 func stepWith(s cluster.Step, f func(*cluster.Step)) cluster.Step {
 	f(&s)
