@@ -243,7 +243,7 @@ func sandboxProcesses(id string) []string {
 func TestAttackSurvivingProcess(t *testing.T) {
 	rt := newTestRuntime(t)
 	rt.cfg.KillGrace = time.Second
-	sched := newFakeScheduler()
+	sched := newRecordingScheduler(t)
 	var mu sync.Mutex
 	atExit := map[cluster.StepID][]string{}
 	sched.onExit = func(x cluster.StepExit) {
@@ -297,7 +297,7 @@ func TestAttackSurvivingProcess(t *testing.T) {
 // that names no cap: the default of 64 MiB applies.
 func TestAttackYes(t *testing.T) {
 	rt := newTestRuntime(t)
-	sched := newFakeScheduler()
+	sched := newRecordingScheduler(t)
 	logs, _ := startAgent(t, rt, sched)
 	secs := 60
 	if testing.Short() {
@@ -372,7 +372,7 @@ func TestAttackYes(t *testing.T) {
 	}
 }
 
-func waitLong(t *testing.T, f *fakeScheduler, d time.Duration, what string, ok func() bool) {
+func waitLong(t *testing.T, f *recordingScheduler, d time.Duration, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -460,7 +460,7 @@ func TestTinyWritesLogCost(t *testing.T) {
 		delay time.Duration
 	}{{"a frame per write", 0}, {"coalesced (default)", logstore.DefaultFlushDelay}} {
 		t.Run(tc.name, func(t *testing.T) {
-			sched := newFakeScheduler()
+			sched := newRecordingScheduler(t)
 			logs, _ := startAgentWith(t, rt, sched, func(_ *AgentConfig, c *logstore.Config) { c.FlushDelay = tc.delay })
 			sched.assign(cluster.Step{ID: "tiny", State: cluster.StatePlaced, Node: "n1", Attempts: 1,
 				Spec: cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Args: []string{"sh", "-c", script}}})

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
-	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 )
 
 func TestSignin(t *testing.T) {
@@ -201,7 +200,7 @@ func TestStreamOrigin(t *testing.T) {
 }
 
 func TestBootstrap(t *testing.T) {
-	store := gatewaytest.NewMemStore()
+	store := newTestScheduler(t).store
 	ctx := t.Context()
 	now := time.Now().UTC()
 	var wg sync.WaitGroup
@@ -238,7 +237,8 @@ func TestBootstrap(t *testing.T) {
 // TestServeBootstrapsAndStops: Serve creates the owner on first start,
 // prints the password once, answers /healthz, and returns nil on cancel.
 func TestServeBootstrapsAndStops(t *testing.T) {
-	store, sched := gatewaytest.NewMemStore(), gatewaytest.NewScheduler()
+	ts := newTestScheduler(t)
+	store, sched := ts.store, ts.sched
 	var out syncBuffer
 	cfg := DefaultConfig()
 	cfg.Site, cfg.OwnerEmail, cfg.BootstrapOut, cfg.DataDir = testSite, "first@example.com", &out, t.TempDir()

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
-	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 	"github.com/rodon-compute/rodon/gateway/relay"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
@@ -53,12 +52,12 @@ func (fs *fakeStream) stream() *relay.Stream {
 	return fs.last
 }
 
-// fixture is a gateway on fakes with two workspaces and one credential of
+// fixture is a gateway on the real scheduler (schedulertest) with two workspaces and one credential of
 // each kind.
 type fixture struct {
 	t      *testing.T
-	store  *gatewaytest.MemStore
-	sched  *gatewaytest.Scheduler
+	store  *testStore
+	sched  *testSteps
 	g      *Gateway
 	stream *fakeStream
 	h      http.Handler
@@ -87,7 +86,8 @@ func newFixture(t *testing.T) *fixture {
 // newFixtureWith is newFixture with edit applied to the configuration.
 func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, store: gatewaytest.NewMemStore(), sched: gatewaytest.NewScheduler(), creds: map[string]cred{"none": {}},
+	ts := newTestScheduler(t)
+	f := &fixture{t: t, store: ts.store, sched: ts.sched, creds: map[string]cred{"none": {}},
 		stream: &fakeStream{}}
 	cfg := DefaultConfig()
 	cfg.Site, cfg.OwnerEmail, cfg.Stream = testSite, "", f.stream

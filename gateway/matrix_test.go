@@ -138,7 +138,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 				if mc.name == "other" && w.Code == 200 && (strings.Contains(w.Body.String(), f.run) || strings.Contains(w.Body.String(), `"ws-main"`)) {
 					t.Errorf("member of ws-other sees ws-main: %s", w.Body)
 				}
-				if strings.Contains(w.Body.String(), "node-secret") || strings.Contains(w.Body.String(), "10.1.2.3") {
+				if strings.Contains(w.Body.String(), "node-secret") || strings.Contains(w.Body.String(), testNodeAddr) {
 					t.Errorf("answer leaks a provider identifier: %s", w.Body)
 				}
 

@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,8 +125,22 @@ func TestListsPaginate(t *testing.T) {
 // index entries; each step's kept view has ten events.
 func (f *fixture) seedRuns(n int, ws string, from time.Time) {
 	f.t.Helper()
+	// The scheduler batches concurrent writes into one Raft entry.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
 	for i := range n {
-		created := from.Add(time.Duration(i) * time.Second)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f.seedRun(ws, from.Add(time.Duration(i)*time.Second))
+		})
+	}
+	wg.Wait()
+}
+
+// seedRun puts an ended run of two steps created at created.
+func (f *fixture) seedRun(ws string, created time.Time) {
+	{
 		id := newTimeID(prefixRun, created)
 		run := runRecord{ID: id, Workspace: ws, State: api.RunSucceeded, CreatedBy: api.Actor{Kind: "key", ID: "key-seed"},
 			CreatedAt: created, EndedAt: created.Add(time.Second)}
@@ -142,10 +158,15 @@ func (f *fixture) seedRuns(n int, ws string, from time.Time) {
 			rs.View = keptView(rs, &st, nil)
 			run.Steps = append(run.Steps, rs)
 		}
-		f.put(kindRun, id, run)
 		idx := runIndexRecord{Workspace: ws, CreatedAt: created}
-		f.put(kindRunWS, wsIndexID(ws, id), idx)
-		f.put(kindRunExpiry, expiryID(id, created), idx)
+		for _, r := range []struct {
+			kind, id string
+			v        any
+		}{{kindRun, id, run}, {kindRunWS, wsIndexID(ws, id), idx}, {kindRunExpiry, expiryID(id, created), idx}} {
+			if _, err := putRecord(context.Background(), f.store, r.kind, r.id, 0, r.v); err != nil {
+				f.t.Error(err)
+			}
+		}
 	}
 }
 
@@ -191,15 +212,22 @@ func TestRunsPageCost(t *testing.T) {
 		// that every page is of settled runs.
 		f.seedRuns(n, wsMain, base)
 		f.seedRuns(n/10, wsOther, base.Add(-time.Hour))
-		f.store.Now = func() time.Time { return base }
+		f.store.SetNow(func() time.Time { return base })
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 32)
 		for i := range n {
 			e, _ := json.Marshal(api.AuditDocument{Who: "acct-seed", Role: "editor", Credential: &api.CredentialRef{Kind: "session", ID: "0123456789abcdef"},
 				Action: "run.create", Target: fmt.Sprintf("run-seed%08d", i), Result: "ok", Client: "192.0.2.1"})
-			f.store.AppendAudit(t.Context(), e)
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				f.store.AppendAudit(t.Context(), e)
+			})
 		}
+		wg.Wait()
 		f.do("editor", "POST", "/v1/runs/"+f.run+"/cancel", "", 200, nil)
-		f.sched.ConfirmCancel(stepID(f.run, 0))
 		f.sched.Exit(stepID(f.run, 0), 137)
+		f.sched.ConfirmCancel(stepID(f.run, 0))
 		f.g.Driver().Pass(t.Context())
 		// Make the fixture's run older than every seeded one: it is then
 		// on no page measured.

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 )
 
 func TestListenAddrs(t *testing.T) {
@@ -101,7 +99,8 @@ func TestRegister(t *testing.T) {
 	reg := &fakeRegistrar{failures: 1, changed: make(chan struct{})}
 	cfg := DefaultConfig()
 	cfg.OwnerEmail, cfg.Name, cfg.Registrar, cfg.RegisterInterval = "", "gw1", reg, 50*time.Millisecond
-	g, err := New(cfg, gatewaytest.NewMemStore(), gatewaytest.NewScheduler(), testLogger(t))
+	ts := newTestScheduler(t)
+	g, err := New(cfg, ts.store, ts.sched, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +131,8 @@ func TestRegister(t *testing.T) {
 func TestRunRefusesPlainPublic(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.OwnerEmail, cfg.Listen = "", "0.0.0.0:0"
-	g, err := New(cfg, gatewaytest.NewMemStore(), gatewaytest.NewScheduler(), testLogger(t))
+	ts := newTestScheduler(t)
+	g, err := New(cfg, ts.store, ts.sched, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,11 +145,12 @@ func TestRunRefusesPlainPublic(t *testing.T) {
 func TestNewHTTPSSite(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.TLS = &tls.Config{}
-	if _, err := New(cfg, gatewaytest.NewMemStore(), gatewaytest.NewScheduler(), nil); err == nil {
+	ts := newTestScheduler(t)
+	if _, err := New(cfg, ts.store, ts.sched, nil); err == nil {
 		t.Errorf("New(TLS, site %s) = nil, want an error", cfg.Site)
 	}
 	cfg.Site = "https://gw.example.com"
-	if _, err := New(cfg, gatewaytest.NewMemStore(), gatewaytest.NewScheduler(), nil); err != nil {
+	if _, err := New(cfg, ts.store, ts.sched, nil); err != nil {
 		t.Errorf("New(TLS, site %s) = %v", cfg.Site, err)
 	}
 }

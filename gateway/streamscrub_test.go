@@ -65,8 +65,8 @@ func TestScrubFrameEvent(t *testing.T) {
 			Exit: &api.ExitEvent{State: "failed", ExitCode: -1, TerminatedBy: "platform", Cause: api.CauseCommandNotFound}},
 			"failed: the command was not found in the image"},
 		{api.Event{Time: now, Kind: api.EventPlaced, Message: "placed on node node-secret-7 (attempt 2)", Attempt: 2}, "placed (attempt 2)"},
-		{api.Event{Time: now, Kind: api.EventEgressDenied, Message: "egress denied: 10.1.2.3:7200, node, 1 packet",
-			Egress: &api.Egress{Reason: "node", Destination: "10.1.2.3:7200", Packets: 1}}, "egress denied: [node]:7200, node, 1 packet"},
+		{api.Event{Time: now, Kind: api.EventEgressDenied, Message: "egress denied: 127.0.0.1:7200, node, 1 packet",
+			Egress: &api.Egress{Reason: "node", Destination: "127.0.0.1:7200", Packets: 1}}, "egress denied: [node]:7200, node, 1 packet"},
 	} {
 		in, err := json.Marshal(api.NewEventFrame(1, tc.in, now))
 		if err != nil {

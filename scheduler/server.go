@@ -84,6 +84,23 @@ type Config struct {
 	// Nil makes New generate an ephemeral key, which it logs: fit only for
 	// a single member whose steps do not outlive it.
 	EnvKey *envseal.Key
+	// Testing is what tests inject in place of the real thing; its zero
+	// value is what `scheduler serve` runs.
+	Testing Testing
+}
+
+// Testing is what a test may inject into a member (scheduler/schedulertest
+// and the scheduler's own tests). Zero fields are the real thing.
+type Testing struct {
+	// Raft replaces what Run builds for Raft: raft's in-memory transport
+	// and stores. RaftAddr stays the address the member advertises: give
+	// it the transport's.
+	Raft RaftDeps
+	// Wrap wraps the HTTP API as served, to count requests or fail some.
+	Wrap func(http.Handler) http.Handler
+	// Now is the member's clock (records, audit entries, the leader's
+	// decisions); nil is time.Now in UTC.
+	Now func() time.Time
 }
 
 // Defaults of Config.
@@ -199,7 +216,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	rc := cfg.Raft
 	rc.ID, rc.DataDir, rc.Addr, rc.Bootstrap, rc.TLS = cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Bootstrap, cfg.TLS
 	fsm := NewFSM(logger.With("member", cfg.ID))
-	r, err := NewRaft(rc, fsm, logger, RaftDeps{}) // it adds the member itself
+	r, err := NewRaft(rc, fsm, logger, cfg.Testing.Raft) // it adds the member itself
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
@@ -212,8 +229,14 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		envKey: envKey,
 		now:    func() time.Time { return time.Now().UTC() },
 	}
+	if cfg.Testing.Now != nil {
+		s.now = cfg.Testing.Now
+	}
 	s.metrics = newMetrics(s)
 	s.handler = s.routes()
+	if cfg.Testing.Wrap != nil {
+		s.handler = cfg.Testing.Wrap(s.handler)
+	}
 	return s, nil
 }
 

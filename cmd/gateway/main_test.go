@@ -10,9 +10,9 @@ import (
 
 	"github.com/rodon-compute/rodon/gateway"
 
-	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
+	"github.com/rodon-compute/rodon/scheduler/schedulertest"
 )
 
 func TestFlagErrors(t *testing.T) {
@@ -101,7 +101,7 @@ func TestSiteDefault(t *testing.T) {
 // TestBootstrapPrintsOnce: the password goes to stdout once; a second
 // bootstrap does nothing.
 func TestBootstrapPrintsOnce(t *testing.T) {
-	store := gatewaytest.NewMemStore()
+	store := schedulertest.New(t, schedulertest.Options{}).Client()
 	var out, errw bytes.Buffer
 	if err := bootstrap(t.Context(), store, "boss@example.com", &out, &errw); err != nil {
 		t.Fatal(err)

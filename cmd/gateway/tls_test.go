@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
-	"errors"
 	"flag"
 	"io"
 	"log"
@@ -19,72 +17,56 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
-	"github.com/rodon-compute/rodon/gateway/gatewaytest"
 	"github.com/rodon-compute/rodon/gateway/relay"
 	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 	"github.com/rodon-compute/rodon/internal/testenv"
-	"github.com/rodon-compute/rodon/scheduler/client"
+	"github.com/rodon-compute/rodon/scheduler/schedulertest"
 )
 
-// tlsScheduler is a scheduler stand-in over mutual TLS: the record store
-// of a MemStore and PUT /v1/gateways/{name}, recording who called.
+// tlsScheduler is the real scheduler (schedulertest) over mutual TLS,
+// recording who called it.
 type tlsScheduler struct {
-	srv   *httptest.Server
-	store *gatewaytest.MemStore
+	*schedulertest.Cluster
+	url string
 
 	mu sync.Mutex
 	// callers are the verified client identities, one per request.
 	callers []string
-	// registered are the bodies of PUT /v1/gateways/{name} by name.
-	registered map[string][]string
-	changed    chan struct{}
 }
 
-func newTLSScheduler(t *testing.T, src *pki.Source) *tlsScheduler {
-	s := &tlsScheduler{store: gatewaytest.NewMemStore(), registered: map[string][]string{}, changed: make(chan struct{})}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/records/{kind}/{id}", func(w http.ResponseWriter, r *http.Request) {
-		rec, err := s.store.GetRecord(r.Context(), r.PathValue("kind"), r.PathValue("id"))
-		reply(w, rec, err)
+func newTLSScheduler(t *testing.T, ca *pkitest.CA) *tlsScheduler {
+	s := &tlsScheduler{Cluster: schedulertest.New(t, schedulertest.Options{CA: ca})}
+	s.url = s.Members[0].URL()
+	s.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id, _ := pki.PeerIdentity(r.TLS)
+			s.mu.Lock()
+			s.callers = append(s.callers, id.String())
+			s.mu.Unlock()
+			next.ServeHTTP(w, r)
+		})
 	})
-	mux.HandleFunc("GET /v1/records/{kind}", func(w http.ResponseWriter, r *http.Request) {
-		recs, err := s.store.ListRecords(r.Context(), r.PathValue("kind"), r.URL.Query().Get("prefix"))
-		reply(w, recs, err)
-	})
-	mux.HandleFunc("PUT /v1/records/{kind}/{id}", func(w http.ResponseWriter, r *http.Request) {
-		var req api.PutRecordRequest
-		json.NewDecoder(r.Body).Decode(&req)
-		rec, err := s.store.PutRecord(r.Context(), r.PathValue("kind"), r.PathValue("id"), req.Version, req.Value)
-		reply(w, rec, err)
-	})
-	mux.HandleFunc("POST /v1/audit", func(w http.ResponseWriter, r *http.Request) {
-		var req api.AppendAuditRequest
-		json.NewDecoder(r.Body).Decode(&req)
-		e, err := s.store.AppendAudit(r.Context(), req.Entry)
-		reply(w, e, err)
-	})
-	mux.HandleFunc("PUT /v1/gateways/{name}", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Addresses []string `json:"addresses"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
+	return s
+}
+
+// impostor is a TLS server with src's certificate, which is not a
+// scheduler member's: it counts the requests it gets (none should come).
+type impostor struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	n   int
+}
+
+func newImpostor(t *testing.T, src *pki.Source) *impostor {
+	s := &impostor{}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		s.registered[r.PathValue("name")] = req.Addresses
-		close(s.changed)
-		s.changed = make(chan struct{})
+		s.n++
 		s.mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, _ := pki.PeerIdentity(r.TLS)
-		s.mu.Lock()
-		s.callers = append(s.callers, id.String())
-		s.mu.Unlock()
-		mux.ServeHTTP(w, r)
-	})
-	s.srv = httptest.NewUnstartedServer(h)
+		w.WriteHeader(http.StatusNotFound)
+	}))
 	s.srv.TLS = src.ServerConfig(pki.AnyIdentity)
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.StartTLS()
@@ -92,15 +74,10 @@ func newTLSScheduler(t *testing.T, src *pki.Source) *tlsScheduler {
 	return s
 }
 
-func reply(w http.ResponseWriter, v any, err error) {
-	w.Header().Set("Content-Type", "application/json")
-	var ce *client.Error
-	if errors.As(err, &ce) {
-		w.WriteHeader(ce.Status)
-		json.NewEncoder(w).Encode(api.NewError(ce.Code, ce.Message))
-		return
-	}
-	json.NewEncoder(w).Encode(v)
+func (s *impostor) requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
 }
 
 // who returns the distinct identities that called.
@@ -116,21 +93,20 @@ func (s *tlsScheduler) who() []string {
 // addresses.
 func (s *tlsScheduler) waitRegistered(t *testing.T, name string) []string {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		s.mu.Lock()
-		addrs, ok := s.registered[name]
-		ch := s.changed
-		s.mu.Unlock()
-		if ok {
-			return addrs
+	var addrs []string
+	schedulertest.Eventually(t, "gateway "+name+" to register its addresses", func() bool {
+		for _, g := range s.State().Gateways(time.Now()) {
+			if g.Name == name {
+				addrs = nil
+				for _, a := range g.Addresses {
+					addrs = append(addrs, a.String())
+				}
+				return true
+			}
 		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("gateway %s never registered its addresses", name)
-		}
-	}
+		return false
+	})
+	return addrs
 }
 
 // TestBootstrapOverTLS: `gateway bootstrap` reaches the scheduler over
@@ -139,16 +115,16 @@ func (s *tlsScheduler) waitRegistered(t *testing.T, name string) []string {
 func TestBootstrapOverTLS(t *testing.T) {
 	ca := pkitest.New(t)
 	ca.Issue(t, pkitest.Identity(t, pki.RoleGateway, "gw1"), pki.IssueOptions{})
-	sched := newTLSScheduler(t, ca.Source(t, pki.RoleMember, "m1"))
-	notMember := newTLSScheduler(t, ca.Source(t, pki.RoleAgent, "m1"))
-	foreign := newTLSScheduler(t, pkitest.New(t).Source(t, pki.RoleMember, "m1"))
-	bare := strings.TrimPrefix(sched.srv.URL, "https://")
+	sched := newTLSScheduler(t, ca)
+	notMember := newImpostor(t, ca.Source(t, pki.RoleAgent, "m1"))
+	foreign := newImpostor(t, pkitest.New(t).Source(t, pki.RoleMember, "m1"))
+	bare := strings.TrimPrefix(sched.url, "https://")
 
 	for _, tc := range []struct {
 		name, url string
 		want      string
 	}{
-		{"a member", sched.srv.URL, ""},
+		{"a member", sched.url, ""},
 		{"a bare address is https", bare, ""},
 		{"an agent certificate", notMember.srv.URL, "peer agent/m1: want role member"},
 		{"another CA", foreign.srv.URL, "certificate signed by unknown authority"},
@@ -168,7 +144,7 @@ func TestBootstrapOverTLS(t *testing.T) {
 	}
 	// The command itself, once.
 	var stdout, stderr strings.Builder
-	code := run([]string{"bootstrap", "--scheduler", sched.srv.URL, "--tls-dir", ca.Dir, "--name", "gw1", "--email", "boss@example.com"},
+	code := run([]string{"bootstrap", "--scheduler", sched.url, "--tls-dir", ca.Dir, "--name", "gw1", "--email", "boss@example.com"},
 		&stdout, &stderr)
 	if code != 0 || !strings.Contains(stderr.String(), "an owner exists already") {
 		t.Errorf("gateway bootstrap = %d, stdout %q, stderr %q; want 0 and the owner made above", code, stdout.String(), stderr.String())
@@ -176,7 +152,7 @@ func TestBootstrapOverTLS(t *testing.T) {
 	if got := sched.who(); !slices.Equal(got, []string{"gateway/gw1"}) {
 		t.Errorf("the scheduler was called by %q, want only gateway/gw1", got)
 	}
-	if got := len(notMember.who()) + len(foreign.who()); got != 0 {
+	if got := notMember.requests() + foreign.requests(); got != 0 {
 		t.Errorf("servers that are not members got %d requests, want none", got)
 	}
 }
@@ -194,13 +170,13 @@ func TestServeHTTPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	pubFiles := pki.DirFiles(public, pkitest.Identity(t, pki.RoleGateway, "gw1"))
-	sched := newTLSScheduler(t, ca.Source(t, pki.RoleMember, "m1"))
+	sched := newTLSScheduler(t, ca)
 	addr := freeAddr(t)
 
 	var f serveFlags
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	f.register(fs)
-	if err := fs.Parse([]string{"--scheduler", sched.srv.URL, "--tls-dir", ca.Dir, "--name", "gw1", "--listen", addr,
+	if err := fs.Parse([]string{"--scheduler", sched.url, "--tls-dir", ca.Dir, "--name", "gw1", "--listen", addr,
 		"--data-dir", t.TempDir(), "--https-cert", pubFiles.Cert, "--https-key", pubFiles.Key}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/agentd/stream"
-	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/pki"
 )
@@ -30,9 +29,8 @@ func TestRealAgentStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := startFake(t, h, testPKI().agent, pki.RoleOperator)
-	sched := newFakeScheduler(t)
-	sched.streamURL = agent.URL
-	sched.addStep(api.Step{ID: "s1", State: "running", Node: "n1", Attempts: 1})
+	sched := newScheduler(t, 1, nil)
+	sched.Restore([]cluster.Node{node("n1", addrOf(t, agent.URL))}, []cluster.Step{liveStep("s1", cluster.StateRunning, "n1")})
 
 	lg, err := store.Create("s1")
 	if err != nil {
@@ -54,14 +52,14 @@ func TestRealAgentStream(t *testing.T) {
 	write(false, "warn\x00\xff\xfe bytes\n")
 
 	// Without -f: what exists now, even though the step goes on.
-	r := schedctl(t, sched.srv.URL, nil, "logs", "s1")
+	r := schedctl(t, sched.url, nil, "logs", "s1")
 	if r.code != 0 || r.stdout != wantOut.String() || r.stderr != wantErr.String() {
 		t.Errorf("logs s1 = %v; want what was written so far", r)
 	}
 
 	stdout, stderr := newSyncBuffer(), newSyncBuffer()
 	done := make(chan result)
-	go func() { done <- schedctlTo(t, sched.srv.URL, nil, stdout, stderr, "logs", "-f", "s1") }()
+	go func() { done <- schedctlTo(t, sched.url, nil, stdout, stderr, "logs", "-f", "s1") }()
 	stdout.waitFor(t, "wörld")
 	for i := range 50 {
 		write(i%2 == 0, strings.Repeat(string(rune('a'+i%26)), i*7)+"\u2028é\n")

@@ -3,14 +3,20 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/scheduler"
+	"github.com/rodon-compute/rodon/scheduler/schedulertest"
 )
 
 // outputFrames returns the frames of a step's output: chunks alternate
@@ -47,27 +53,48 @@ func want(chunks []chunk) (stdout, stderr string) {
 
 func intp(i int) *int { return &i }
 
-// runFixture is a fake scheduler and agent that run a step: it is queued
-// until schedctl asks for its stream, then placed on n1 with the output
-// frames; the scheduler records the step's end shortly after the agent
-// served the exit frame.
+// runFixture is the real scheduler and a fake agent that run a step: it
+// is queued until schedctl first asks for its stream, when node n1 (the
+// fake agent's address) registers and the step is placed there, with its
+// output frames; end, if set, reports the step's end shortly after the
+// agent served the exit frame.
 type runFixture struct {
-	sched *fakeScheduler
+	sched *testScheduler
 	agent *fakeAgent
+	// node is n1's agent, once registered.
+	node *schedulertest.Agent
 }
 
-func newRunFixture(t *testing.T, frames []api.Frame, end func(s *api.Step)) *runFixture {
-	f := &runFixture{sched: newFakeScheduler(t), agent: newFakeAgent(t)}
-	f.sched.streamURL = f.agent.srv.URL
-	f.sched.onStreamURLRefused = func(s *api.Step) {
-		s.State, s.Node, s.Attempts = "placed", "n1", 1
-		s.Phases.Placed = time.Now()
-		f.agent.add(s.ID, frames...)
+// ending is how the node reports a step's end.
+type ending func(a *schedulertest.Agent, id string)
+
+// exitWith ends a step with rec.
+func exitWith(rec cluster.ExitRecord) ending {
+	return func(a *schedulertest.Agent, id string) { a.ExitWith(id, rec) }
+}
+
+func newRunFixture(t *testing.T, frames []api.Frame, end ending) *runFixture {
+	return newRunFixtureWith(t, nil, frames, end)
+}
+
+func newRunFixtureWith(t *testing.T, edit func(*scheduler.Config), frames []api.Frame, end ending) *runFixture {
+	f := &runFixture{sched: newScheduler(t, 1, edit), agent: newFakeAgent(t)}
+	var once sync.Once
+	ready := make(chan struct{})
+	f.sched.onStreamURLRefused = func(id string) {
+		once.Do(func() {
+			f.node = f.sched.Agent(t, "n1", schedulertest.AgentOptions{Address: addrOf(t, f.agent.srv.URL)})
+			close(ready)
+		})
+		f.node.Assigned(id)
+		f.agent.add(id, frames...)
 	}
 	f.agent.onExitServed = func(id string) {
-		time.AfterFunc(50*time.Millisecond, func() {
-			f.sched.update(id, func(s *api.Step) { end(s) })
-		})
+		if end == nil {
+			return
+		}
+		<-ready
+		time.AfterFunc(50*time.Millisecond, func() { end(f.node, id) })
 	}
 	return f
 }
@@ -81,31 +108,26 @@ func TestRun(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name     string
-		end      func(s *api.Step)
+		end      ending
 		wantCode int
 		wantErr  string
 	}{
-		{"exit 0", func(s *api.Step) { s.State, s.ExitCode, s.TerminatedBy = "exited", intp(0), "exit" }, 0, ""},
-		{"exit 3", func(s *api.Step) { s.State, s.ExitCode, s.TerminatedBy = "exited", intp(3), "exit" }, 3, ""},
-		{"oom 137", func(s *api.Step) {
-			s.State, s.ExitCode, s.TerminatedBy, s.Reason = "exited", intp(137), "oom", "memory limit 512Mi reached"
-		}, 137, "memory limit 512Mi reached"},
-		{"timeout", func(s *api.Step) {
-			s.State, s.ExitCode, s.TerminatedBy, s.Reason = "exited", intp(143), "timeout", "wall-clock limit 1s reached"
-		}, 143, "timeout"},
-		{"failed", func(s *api.Step) {
-			s.State, s.TerminatedBy, s.Reason = "failed", "platform", `image "nope" not found`
-		}, 1, `failed: image "nope" not found`},
-		{"lost", func(s *api.Step) {
-			s.State, s.TerminatedBy, s.Reason = "lost", "node_lost", "node n1 stopped answering"
-		}, 1, "not re-run"},
+		{"exit 0", exitWith(cluster.ExitRecord{State: cluster.StateExited, ExitCode: 0, TerminatedBy: cluster.ByExit}), 0, ""},
+		{"exit 3", exitWith(cluster.ExitRecord{State: cluster.StateExited, ExitCode: 3, TerminatedBy: cluster.ByExit}), 3, ""},
+		{"oom 137", exitWith(cluster.ExitRecord{State: cluster.StateExited, ExitCode: 137, TerminatedBy: cluster.ByOOM,
+			Reason: "memory limit 512Mi reached"}), 137, "memory limit 512Mi reached"},
+		{"timeout", exitWith(cluster.ExitRecord{State: cluster.StateExited, ExitCode: 143, TerminatedBy: cluster.ByTimeout,
+			Reason: "wall-clock limit 1s reached"}), 143, "timeout"},
+		{"failed", exitWith(cluster.ExitRecord{State: cluster.StateFailed, TerminatedBy: cluster.ByPlatform,
+			Reason: `image "nope" not found`}), 1, `failed: image "nope" not found`},
+		{"lost", func(a *schedulertest.Agent, id string) { a.Lose("stopped answering") }, 1, "not re-run"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// The exit frame carries 0 whatever happened: the scheduler's
 			// record is the truth schedctl exits with.
 			exit := &api.Exit{State: "exited", ExitCode: intp(0), TerminatedBy: "exit"}
 			f := newRunFixture(t, framesOf(chunks, exit), tt.end)
-			r := schedctl(t, f.sched.srv.URL, nil, "run", "--env", "A=1", "--", "sh", "-c", "echo hello")
+			r := schedctl(t, f.sched.url, nil, "run", "--env", "A=1", "--", "sh", "-c", "echo hello")
 			wantOut, wantErrOut := want(chunks)
 			if r.code != tt.wantCode || r.stdout != wantOut || !strings.HasPrefix(r.stderr, wantErrOut) ||
 				!strings.Contains(r.stderr, tt.wantErr) {
@@ -114,10 +136,10 @@ func TestRun(t *testing.T) {
 			if tt.wantErr == "" && r.stderr != wantErrOut {
 				t.Errorf("run printed stderr %q, want exactly the step's %q", r.stderr, wantErrOut)
 			}
-			if f.sched.streamURLRefusals == 0 {
+			if f.sched.refusals() == 0 {
 				t.Errorf("schedctl never asked for the stream while the step was queued")
 			}
-			sub := f.sched.submits[0]
+			sub := f.sched.submitted()[0]
 			if !strings.HasPrefix(sub.ID, "run-") || sub.Image != "base" || sub.CPU != 1 || sub.MemoryBytes != 512<<20 ||
 				!cmp.Equal(sub.Args, []string{"sh", "-c", "echo hello"}) || !cmp.Equal(sub.Env, []string{"A=1"}) {
 				t.Errorf("submitted %+v; want the defaults (base, 1 cpu, 512m) and the command", sub)
@@ -133,9 +155,9 @@ func TestRun(t *testing.T) {
 
 func TestRunFlags(t *testing.T) {
 	exit := &api.Exit{State: "exited", ExitCode: intp(0), TerminatedBy: "exit"}
-	f := newRunFixture(t, framesOf(nil, exit), func(s *api.Step) { s.State, s.ExitCode = "exited", intp(0) })
+	f := newRunFixture(t, framesOf(nil, exit), exitWith(cluster.ExitRecord{State: cluster.StateExited, ExitCode: 0, TerminatedBy: cluster.ByExit}))
 	ws := "analysis-1"
-	r := schedctl(t, f.sched.srv.URL, nil, "run", "--id", "my-step", "--image", "python", "--cpu", "0.5",
+	r := schedctl(t, f.sched.url, nil, "run", "--id", "my-step", "--image", "python", "--cpu", "0.5",
 		"--memory", "1g", "--timeout", "90s", "--no-internet", "--env", "A=1", "--env", "B=x=y",
 		"--workspace", ws, "--tty", "--idempotent", "--pids", "256", "--workspace-size", "2g", "--output-cap", "128m",
 		"--", "python3", "-c", "print(1)")
@@ -145,18 +167,18 @@ func TestRunFlags(t *testing.T) {
 	want := api.StepRequest{ID: "my-step", Image: "python", Args: []string{"python3", "-c", "print(1)"},
 		Env: []string{"A=1", "B=x=y"}, CPU: 0.5, MemoryBytes: 1 << 30, Timeout: api.Duration(90 * time.Second),
 		Workspace: ws, NoInternet: true, TTY: true, Idempotent: true, Pids: 256, WorkspaceBytes: 2 << 30, OutputBytes: 128 << 20}
-	if diff := cmp.Diff(want, f.sched.submits[0]); diff != "" {
+	if diff := cmp.Diff(want, f.sched.submitted()[0]); diff != "" {
 		t.Errorf("submitted (-want +got):\n%s", diff)
 	}
-	if r := schedctl(t, f.sched.srv.URL, nil, "run", "--workspace", "/etc", "--", "true"); r.code != exitUsage || !strings.Contains(r.stderr, "--workspace") {
+	if r := schedctl(t, f.sched.url, nil, "run", "--workspace", "/etc", "--", "true"); r.code != exitUsage || !strings.Contains(r.stderr, "--workspace") {
 		t.Errorf("run --workspace /etc = %v; want a usage error naming --workspace", r)
 	}
 	for _, bad := range [][]string{{"--pids", "-1"}, {"--workspace-size", "lots"}, {"--output-cap", "-1m"}} {
-		if r := schedctl(t, f.sched.srv.URL, nil, append(append([]string{"run"}, bad...), "--", "true")...); r.code != exitUsage || !strings.Contains(r.stderr, bad[0]) {
+		if r := schedctl(t, f.sched.url, nil, append(append([]string{"run"}, bad...), "--", "true")...); r.code != exitUsage || !strings.Contains(r.stderr, bad[0]) {
 			t.Errorf("run %s %s = %v; want a usage error naming %s", bad[0], bad[1], r, bad[0])
 		}
 	}
-	if r := schedctl(t, f.sched.srv.URL, nil, "run", "--id", "my-step", "--", "true"); r.code != exitError || !strings.Contains(r.stderr, "exists") {
+	if r := schedctl(t, f.sched.url, nil, "run", "--id", "my-step", "--", "true"); r.code != exitError || !strings.Contains(r.stderr, "exists") {
 		t.Errorf("run with a used --id = %v; want exit 1, exists", r)
 	}
 }
@@ -174,11 +196,9 @@ func TestStreamResume(t *testing.T) {
 		chunks = append(chunks, chunk{kind, strings.Repeat(string(rune('a'+i)), 100) + "\xff\n"})
 	}
 	exit := &api.Exit{State: "exited", ExitCode: intp(7), TerminatedBy: "exit"}
-	f := newRunFixture(t, framesOf(chunks, exit), func(s *api.Step) {
-		s.State, s.ExitCode, s.TerminatedBy = "exited", intp(7), "exit"
-	})
+	f := newRunFixture(t, framesOf(chunks, exit), exitWith(cluster.ExitRecord{State: cluster.StateExited, ExitCode: 7, TerminatedBy: cluster.ByExit}))
 	f.agent.dropConns, f.agent.dropAfter, f.agent.replay = 2, 4, true
-	r := schedctl(t, f.sched.srv.URL, nil, "run", "--", "gen")
+	r := schedctl(t, f.sched.url, nil, "run", "--", "gen")
 	wantOut, wantErr := want(chunks)
 	if r.code != 7 || r.stdout != wantOut || r.stderr != wantErr {
 		t.Errorf("run over a stream cut twice = %v;\nwant exit 7, stdout %q, stderr %q", r, wantOut, wantErr)
@@ -195,14 +215,16 @@ func TestStreamResume(t *testing.T) {
 
 func TestLogs(t *testing.T) {
 	chunks := []chunk{{api.KindStdout, "one\n"}, {api.KindStderr, "two\n"}, {api.KindStdout, "three\xff"}}
-	sched, agent := newFakeScheduler(t), newFakeAgent(t)
-	sched.streamURL = agent.srv.URL
-	sched.addStep(api.Step{ID: "s1", State: "running", Node: "n1", Attempts: 1})
+	sched, agent := newScheduler(t, 1, nil), newFakeAgent(t)
+	n1 := node("n1", addrOf(t, agent.srv.URL))
+	n1.Capacity.CPU = 1 // s1 takes it all: q1 waits
+	s1 := liveStep("s1", cluster.StateRunning, "n1")
+	sched.Restore([]cluster.Node{n1}, []cluster.Step{s1})
 	agent.add("s1", framesOf(chunks, nil)...)
 	wantOut, wantErr := want(chunks)
 
 	// Without -f: what exists, then the end.
-	r := schedctl(t, sched.srv.URL, nil, "logs", "s1")
+	r := schedctl(t, sched.url, nil, "logs", "s1")
 	if r.code != 0 || r.stdout != wantOut || r.stderr != wantErr {
 		t.Errorf("logs s1 = %v; want stdout %q, stderr %q", r, wantOut, wantErr)
 	}
@@ -211,7 +233,7 @@ func TestLogs(t *testing.T) {
 	}
 
 	// -o json: the frames, one per line.
-	r = schedctl(t, sched.srv.URL, nil, "logs", "s1", "-o", "json")
+	r = schedctl(t, sched.url, nil, "logs", "s1", "-o", "json")
 	var got []byte
 	for l := range strings.Lines(r.stdout) {
 		var fr api.Frame
@@ -230,7 +252,7 @@ func TestLogs(t *testing.T) {
 	// -f: waits for the rest and ends with the exit frame.
 	stdout, stderr := newSyncBuffer(), newSyncBuffer()
 	done := make(chan result)
-	go func() { done <- schedctlTo(t, sched.srv.URL, nil, stdout, stderr, "logs", "-f", "s1") }()
+	go func() { done <- schedctlTo(t, sched.url, nil, stdout, stderr, "logs", "-f", "s1") }()
 	stdout.waitFor(t, "three")
 	agent.add("s1", api.NewOutputFrame(5, api.KindStdout, []byte(" four\n"), testNow),
 		api.NewExitFrame(6, api.Exit{State: "exited", ExitCode: intp(0), TerminatedBy: "exit"}, testNow))
@@ -240,8 +262,8 @@ func TestLogs(t *testing.T) {
 	}
 
 	// A queued step has no output yet.
-	sched.addStep(api.Step{ID: "q1", State: "queued"})
-	if r := schedctl(t, sched.srv.URL, nil, "logs", "q1"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "queued") {
+	sched.Restore([]cluster.Node{n1}, []cluster.Step{s1, liveStep("q1", cluster.StateQueued, "")})
+	if r := schedctl(t, sched.url, nil, "logs", "q1"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "queued") {
 		t.Errorf("logs q1 = %v; want exit 0 and a note that it is queued", r)
 	}
 }
@@ -249,23 +271,27 @@ func TestLogs(t *testing.T) {
 // TestCancelWait checks that "cancel confirmed" is printed only after the
 // scheduler's record has confirmed_at, and after "cancel requested".
 func TestCancelWait(t *testing.T) {
-	f := newFakeScheduler(t)
-	f.addStep(api.Step{ID: "s1", State: "running", Node: "n1", Attempts: 1})
+	f := newScheduler(t, 1, nil)
+	a := f.Agent(t, "n1", schedulertest.AgentOptions{})
+	if _, err := f.Client().SubmitStep(t.Context(), api.StepRequest{ID: "s1", Image: "base", Args: []string{"sleep", "60"}, CPU: 1, MemoryBytes: 512 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	a.Start("s1")
 	stdout, stderr := newSyncBuffer(), newSyncBuffer()
 	done := make(chan result)
-	go func() { done <- schedctlTo(t, f.srv.URL, nil, stdout, stderr, "cancel", "s1", "--wait", "20s") }()
+	go func() { done <- schedctlTo(t, f.url, nil, stdout, stderr, "cancel", "s1", "--wait", "20s") }()
 
 	got := stdout.waitFor(t, "cancel requested")
 	if got != "cancel requested\n" {
 		t.Fatalf("stdout after the request = %q, want only %q", got, "cancel requested\n")
 	}
 	// The process is killed, the exit recorded: not confirmed yet.
-	f.update("s1", func(s *api.Step) { s.State, s.ExitCode, s.TerminatedBy = "cancelled", intp(143), "user" })
+	a.Exit("s1", 143)
 	time.Sleep(300 * time.Millisecond)
 	if got := stdout.String(); got != "cancel requested\n" {
 		t.Fatalf("stdout before confirmed_at = %q, want only %q", got, "cancel requested\n")
 	}
-	f.update("s1", func(s *api.Step) { s.Cancel.ConfirmedAt = time.Now() })
+	a.ConfirmCancel("s1")
 	r := <-done
 	if r.code != 0 || r.stdout != "cancel requested\ncancel confirmed\n" {
 		t.Errorf("cancel --wait = %v; want exit 0, requested then confirmed", r)
@@ -273,32 +299,29 @@ func TestCancelWait(t *testing.T) {
 }
 
 func TestCancelOutcomes(t *testing.T) {
-	f := newFakeScheduler(t)
-	f.addStep(api.Step{ID: "lost1", State: "lost", Node: "n1", Attempts: 1})
-	f.addStep(api.Step{ID: "run1", State: "running", Node: "n1", Attempts: 1})
-	f.addStep(api.Step{ID: "done1", State: "exited", ExitCode: intp(0), Node: "n1", Attempts: 1})
-	f.onCancel = func(s *api.Step) {
-		if s.State == "lost" {
-			s.Cancel.Unverified = "node n1 is down: the step's process could not be confirmed gone"
-		}
-	}
-	r := schedctl(t, f.srv.URL, nil, "cancel", "lost1", "--wait", "5s")
+	f := newScheduler(t, 1, nil)
+	f.Restore([]cluster.Node{node("n1", netip.MustParseAddrPort("127.0.0.1:7300"))}, []cluster.Step{
+		stepWith(liveStep("lost1", cluster.StateLost, "n1"), func(s *cluster.Step) { s.TerminatedBy = cluster.ByNodeLost }),
+		liveStep("run1", cluster.StateRunning, "n1"),
+		stepWith(liveStep("done1", cluster.StateExited, "n1"), func(s *cluster.Step) { s.ExitCode, s.TerminatedBy = intp(0), cluster.ByExit }),
+	})
+	r := schedctl(t, f.url, nil, "cancel", "lost1", "--wait", "5s")
 	if r.code != exitError || r.stdout != "cancel requested\ncancel unverified: node n1 is down: the step's process could not be confirmed gone\n" {
 		t.Errorf("cancel --wait of a lost step = %v; want exit 1, requested then unverified", r)
 	}
-	r = schedctl(t, f.srv.URL, nil, "cancel", "run1", "--wait", "300ms")
+	r = schedctl(t, f.url, nil, "cancel", "run1", "--wait", "300ms")
 	if r.code != exitError || r.stdout != "cancel requested\n" || !strings.Contains(r.stderr, "not confirmed within 300ms") {
 		t.Errorf("cancel --wait 300ms never confirmed = %v; want exit 1 and a timeout", r)
 	}
-	r = schedctl(t, f.srv.URL, nil, "cancel", "run1")
+	r = schedctl(t, f.url, nil, "cancel", "run1")
 	if r.code != 0 || r.stdout != "cancel requested\n" {
 		t.Errorf("cancel without --wait = %v; want exit 0, requested", r)
 	}
-	r = schedctl(t, f.srv.URL, nil, "cancel", "done1", "--wait", "1s")
+	r = schedctl(t, f.url, nil, "cancel", "done1", "--wait", "1s")
 	if r.code != exitError || r.stdout != "" || !strings.Contains(r.stderr, "terminal") {
 		t.Errorf("cancel of an ended step = %v; want exit 1 and the scheduler's reason", r)
 	}
-	r = schedctl(t, f.srv.URL, nil, "cancel", "run1", "-o", "json")
+	r = schedctl(t, f.url, nil, "cancel", "run1", "-o", "json")
 	var s api.Step
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Cancel == nil {
 		t.Errorf("cancel -o json = %v (%v); want the step with its cancel", r, err)
@@ -309,23 +332,23 @@ func TestCancelOutcomes(t *testing.T) {
 // for the confirmed end and exits with the step's code.
 func TestRunInterrupt(t *testing.T) {
 	f := newRunFixture(t, framesOf([]chunk{{api.KindStdout, "working\n"}}, nil), nil)
-	f.sched.onCancel = func(s *api.Step) {
+	f.sched.onCancel = func(id string) {
 		// The node kills the process; its exit and then the confirmation
 		// arrive later.
 		go func() {
 			time.Sleep(50 * time.Millisecond)
-			f.agent.add(s.ID, api.NewOutputFrame(3, api.KindStderr, []byte("terminated\n"), testNow),
+			f.agent.add(id, api.NewOutputFrame(3, api.KindStderr, []byte("terminated\n"), testNow),
 				api.NewExitFrame(4, api.Exit{State: "cancelled", ExitCode: intp(143), TerminatedBy: "user"}, testNow))
-			f.sched.update(s.ID, func(s *api.Step) { s.State, s.ExitCode, s.TerminatedBy = "cancelled", intp(143), "user" })
+			f.node.Exit(id, 143)
 			time.Sleep(200 * time.Millisecond)
-			f.sched.update(s.ID, func(s *api.Step) { s.Cancel.ConfirmedAt = time.Now() })
+			f.node.ConfirmCancel(id)
 		}()
 	}
 	f.agent.onExitServed = nil
 	intr := make(chan os.Signal, 2)
 	stdout, stderr := newSyncBuffer(), newSyncBuffer()
 	done := make(chan result)
-	go func() { done <- schedctlTo(t, f.sched.srv.URL, intr, stdout, stderr, "run", "--", "sleep", "600") }()
+	go func() { done <- schedctlTo(t, f.sched.url, intr, stdout, stderr, "run", "--", "sleep", "600") }()
 	stdout.waitFor(t, "working\n")
 	intr <- syscall.SIGINT
 	r := <-done
@@ -333,7 +356,7 @@ func TestRunInterrupt(t *testing.T) {
 		!strings.Contains(r.stderr, "terminated\n") || !strings.Contains(r.stderr, "cancel confirmed") {
 		t.Errorf("run interrupted = %v; want exit 143 after the confirmed cancel", r)
 	}
-	if s := f.sched.step(f.sched.submits[0].ID); s.Cancel == nil || s.Cancel.ConfirmedAt.IsZero() {
+	if s := f.sched.step(f.sched.submitted()[0].ID); s.Cancel == nil || s.Cancel.ConfirmedAt.IsZero() {
 		t.Errorf("step after run returned = %+v; want its cancel confirmed", s)
 	}
 }
@@ -344,7 +367,7 @@ func TestRunDetach(t *testing.T) {
 	intr := make(chan os.Signal, 2)
 	stdout, stderr := newSyncBuffer(), newSyncBuffer()
 	done := make(chan result)
-	go func() { done <- schedctlTo(t, f.sched.srv.URL, intr, stdout, stderr, "run", "--", "sleep", "600") }()
+	go func() { done <- schedctlTo(t, f.sched.url, intr, stdout, stderr, "run", "--", "sleep", "600") }()
 	stdout.waitFor(t, "working\n")
 	intr <- syscall.SIGINT
 	stderr.waitFor(t, "cancelling step")
@@ -356,11 +379,12 @@ func TestRunDetach(t *testing.T) {
 }
 
 func TestRunNeverPlaced(t *testing.T) {
-	f := newFakeScheduler(t)
-	f.onStreamURLRefused = func(s *api.Step) {
-		s.State, s.TerminatedBy, s.Reason = "expired", "platform", "no node could take it within 10m"
+	f := newScheduler(t, 1, nil)
+	// The leader expires the step (its queue timeout, shortened).
+	f.onStreamURLRefused = func(id string) {
+		f.Apply(t.Context(), cluster.Expire{Step: cluster.StepID(id), Reason: "no node could take it within 10m", At: time.Now()})
 	}
-	r := schedctl(t, f.srv.URL, nil, "run", "--", "true")
+	r := schedctl(t, f.url, nil, "run", "--", "true")
 	if r.code != exitError || r.stdout != "" || !strings.Contains(r.stderr, "expired: no node could take it within 10m") ||
 		strings.Contains(r.stderr, "incomplete") {
 		t.Errorf("run of a step that expired queued = %v; want exit 1 with the reason", r)
@@ -379,11 +403,12 @@ func TestFramesByteExact(t *testing.T) {
 	for i := 0; i < len(data); i += 37 {
 		chunks = append(chunks, chunk{api.KindStdout, string(data[i:min(i+37, len(data))])})
 	}
-	sched, agent := newFakeScheduler(t), newFakeAgent(t)
-	sched.streamURL = agent.srv.URL
-	sched.addStep(api.Step{ID: "s1", State: "exited", ExitCode: intp(0), Node: "n1", Attempts: 1})
+	sched, agent := newScheduler(t, 1, nil), newFakeAgent(t)
+	sched.Restore([]cluster.Node{node("n1", addrOf(t, agent.srv.URL))}, []cluster.Step{
+		stepWith(liveStep("s1", cluster.StateExited, "n1"), func(s *cluster.Step) { s.ExitCode, s.TerminatedBy = intp(0), cluster.ByExit }),
+	})
 	agent.add("s1", framesOf(chunks, &api.Exit{State: "exited", ExitCode: intp(0)})...)
-	r := schedctl(t, sched.srv.URL, nil, "logs", "-f", "s1")
+	r := schedctl(t, sched.url, nil, "logs", "-f", "s1")
 	if r.code != 0 || r.stdout != string(data) {
 		t.Errorf("logs -f = exit %d, stdout %q; want %q", r.code, r.stdout, data)
 	}
@@ -398,24 +423,20 @@ func TestRunNodeLost(t *testing.T) {
 	f := newRunFixture(t, framesOf([]chunk{{api.KindStdout, "partial\n"}}, nil), nil)
 	stdout, stderr := newSyncBuffer(), newSyncBuffer()
 	done := make(chan result)
-	go func() { done <- schedctlTo(t, f.sched.srv.URL, nil, stdout, stderr, "run", "--", "sleep", "600") }()
+	go func() { done <- schedctlTo(t, f.sched.url, nil, stdout, stderr, "run", "--", "sleep", "600") }()
 	stdout.waitFor(t, "partial\n")
-	f.sched.update(f.sched.submits[0].ID, func(s *api.Step) {
-		s.State, s.TerminatedBy, s.Reason = "lost", "node_lost", "node n1 stopped answering"
-	})
+	f.node.Lose("stopped answering")
 	r := <-done
 	if r.code != exitError || r.stdout != "partial\n" || !strings.Contains(r.stderr, "incomplete") ||
-		!strings.Contains(r.stderr, "lost: node n1 stopped answering; not re-run") {
+		!strings.Contains(r.stderr, "lost: node n1 lost (stopped answering) with attempt 1 placed; not re-run") {
 		t.Errorf("run on a lost node = %v; want exit 1, the output so far and the reason", r)
 	}
 }
 
 func TestRunJSON(t *testing.T) {
 	exit := &api.Exit{State: "exited", ExitCode: intp(4), TerminatedBy: "exit"}
-	f := newRunFixture(t, framesOf([]chunk{{api.KindStdout, "x"}}, exit), func(s *api.Step) {
-		s.State, s.ExitCode, s.TerminatedBy = "exited", intp(4), "exit"
-	})
-	r := schedctl(t, f.sched.srv.URL, nil, "run", "-o", "json", "--", "true")
+	f := newRunFixture(t, framesOf([]chunk{{api.KindStdout, "x"}}, exit), exitWith(cluster.ExitRecord{State: cluster.StateExited, ExitCode: 4, TerminatedBy: cluster.ByExit}))
+	r := schedctl(t, f.sched.url, nil, "run", "-o", "json", "--", "true")
 	var kinds []api.FrameKind
 	for l := range strings.Lines(r.stdout) {
 		var fr api.Frame

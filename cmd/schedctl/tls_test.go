@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/pki"
 )
 
@@ -49,20 +53,18 @@ func TestAddresses(t *testing.T) {
 // TestPlaintext: --plaintext speaks plain HTTP to a scheduler and an
 // agent started with --plaintext.
 func TestPlaintext(t *testing.T) {
-	sched := newPlainFakeScheduler(t)
+	sched := newPlainScheduler(t)
 	agent := newFakeAgentOn(t, nil)
-	sched.streamURL = agent.srv.URL
-	sched.nodes = []api.Node{{ID: "n1", State: "ready"}}
-	sched.addStep(api.Step{ID: "s1", State: "running", Node: "n1", Attempts: 1})
+	sched.Restore([]cluster.Node{node("n1", addrOf(t, agent.srv.URL))}, []cluster.Step{liveStep("s1", cluster.StateRunning, "n1")})
 	agent.add("s1", framesOf([]chunk{{api.KindStdout, "plain\n"}}, nil)...)
-	if r := schedctl(t, sched.srv.URL, nil, "--plaintext", "nodes"); r.code != 0 || !strings.Contains(r.stdout, "n1") {
+	if r := schedctl(t, sched.url, nil, "--plaintext", "nodes"); r.code != 0 || !strings.Contains(r.stdout, "n1") {
 		t.Errorf("--plaintext nodes = %v, want the node", r)
 	}
-	if r := schedctl(t, sched.srv.URL, nil, "logs", "s1", "--plaintext"); r.code != 0 || r.stdout != "plain\n" {
+	if r := schedctl(t, sched.url, nil, "logs", "s1", "--plaintext"); r.code != 0 || r.stdout != "plain\n" {
 		t.Errorf("logs --plaintext = %v, want the output", r)
 	}
 	// Without --plaintext, schedctl does not send a request in the clear.
-	if r := schedctl(t, sched.srv.URL, nil, "nodes"); r.code != exitUsage || !strings.Contains(r.stderr, "--plaintext") {
+	if r := schedctl(t, sched.url, nil, "nodes"); r.code != exitUsage || !strings.Contains(r.stderr, "--plaintext") {
 		t.Errorf("nodes against a plain scheduler without --plaintext = %v, want exit 2 naming --plaintext", r)
 	}
 }
@@ -99,8 +101,8 @@ func TestNoCertificate(t *testing.T) {
 // TestCertFlags: --tls-cert (its key beside it) and --tls-ca instead of a
 // directory.
 func TestCertFlags(t *testing.T) {
-	sched := newFakeScheduler(t)
-	sched.nodes = []api.Node{{ID: "n1", State: "ready"}}
+	sched := newScheduler(t, 1, nil)
+	sched.Restore([]cluster.Node{node("n1", netip.MustParseAddrPort("127.0.0.1:7300"))}, nil)
 	// A copy elsewhere, so that --tls-dir cannot be what is used.
 	dir := t.TempDir()
 	for _, name := range []string{"operator-tester.crt", "operator-tester.key", "ca.crt"} {
@@ -110,12 +112,12 @@ func TestCertFlags(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(dir, "my-"+name), b, 0o600)
 	}
-	r := schedctlEnv(t, map[string]string{"RODON_SCHEDULER": sched.srv.URL, "RODON_TLS_DIR": t.TempDir()}, nil, newSyncBuffer(), newSyncBuffer(),
+	r := schedctlEnv(t, map[string]string{"RODON_SCHEDULER": sched.url, "RODON_TLS_DIR": t.TempDir()}, nil, newSyncBuffer(), newSyncBuffer(),
 		"nodes", "--tls-cert", filepath.Join(dir, "my-operator-tester.crt"), "--tls-ca", filepath.Join(dir, "my-ca.crt"))
 	if r.code != 0 || !strings.Contains(r.stdout, "n1") {
 		t.Errorf("nodes --tls-cert --tls-ca = %v, want the node", r)
 	}
-	if r := schedctl(t, sched.srv.URL, nil, "--plaintext", "--tls-cert", "x.crt", "nodes"); r.code != exitUsage || !strings.Contains(r.stderr, "exclusive") {
+	if r := schedctl(t, sched.url, nil, "--plaintext", "--tls-cert", "x.crt", "nodes"); r.code != exitUsage || !strings.Contains(r.stderr, "exclusive") {
 		t.Errorf("--plaintext --tls-cert = %v, want exit 2", r)
 	}
 }
@@ -123,8 +125,10 @@ func TestCertFlags(t *testing.T) {
 // TestSchedulerIdentity: schedctl talks only to scheduler members of its
 // cluster's CA.
 func TestSchedulerIdentity(t *testing.T) {
-	notMember := newFakeSchedulerOn(t, testPKI().agent)
-	r := schedctl(t, notMember.srv.URL, nil, "nodes")
+	// A server with an agent's certificate: the handshake fails before
+	// any request.
+	notMember := startFake(t, http.NotFoundHandler(), testPKI().agent, pki.RoleOperator)
+	r := schedctl(t, notMember.URL, nil, "nodes")
 	if r.code != exitError || !strings.Contains(r.stderr, "peer agent/n1: want role member") || !strings.Contains(r.stderr, "--tls-dir") {
 		t.Errorf("nodes against an agent's certificate = %v; want exit 1, the identity and a hint", r)
 	}
@@ -133,24 +137,35 @@ func TestSchedulerIdentity(t *testing.T) {
 // TestAgentIdentity: a step's output is read only from the agent of the
 // node the scheduler names, over TLS.
 func TestAgentIdentity(t *testing.T) {
-	sched, agent := newFakeScheduler(t), newFakeAgent(t)
+	sched, agent := newScheduler(t, 1, nil), newFakeAgent(t)
 	plainAgent := newFakeAgentOn(t, nil)
-	sched.streamURL = agent.srv.URL
-	sched.addStep(api.Step{ID: "s1", State: "running", Node: "n2", Attempts: 1})
+	// Node n2 is at the address of the agent of n1.
+	sched.Restore([]cluster.Node{node("n2", addrOf(t, agent.srv.URL))}, []cluster.Step{liveStep("s1", cluster.StateRunning, "n2")})
 	agent.add("s1", framesOf([]chunk{{api.KindStdout, "secret\n"}}, nil)...)
 	plainAgent.add("s1", framesOf([]chunk{{api.KindStdout, "secret\n"}}, nil)...)
 
-	r := schedctl(t, sched.srv.URL, nil, "logs", "s1")
+	r := schedctl(t, sched.url, nil, "logs", "s1")
 	if r.code != exitError || !strings.Contains(r.stderr, "want agent/n2") || strings.Contains(r.stdout, "secret") {
 		t.Errorf("logs of a step on n2 served by agent/n1 = %v; want exit 1 naming agent/n2", r)
 	}
 	if c := agent.connections(); len(c) != 0 {
 		t.Errorf("the agent of n1 got %d stream requests, want none", len(c))
 	}
-	sched.streamURL = plainAgent.srv.URL
-	sched.update("s1", func(s *api.Step) { s.Node = "n1" })
+	// A scheduler that hands out an http:// stream address (which the
+	// real one never does with TLS) for node n1, at the plain agent.
+	sched.Restore([]cluster.Node{node("n1", addrOf(t, plainAgent.srv.URL))}, []cluster.Step{liveStep("s1", cluster.StateRunning, "n1")})
+	sched.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/stream-url") {
+				next.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(api.StreamURL{URL: plainAgent.srv.URL + "/v1/steps/s1/stream", Node: "n1"})
+		})
+	})
 	for _, args := range [][]string{{"logs", "s1"}, {"logs", "-f", "s1"}} {
-		r = schedctl(t, sched.srv.URL, nil, args...)
+		r = schedctl(t, sched.url, nil, args...)
 		if r.code != exitError || !strings.Contains(r.stderr, "plain HTTP") || strings.Contains(r.stdout, "secret") {
 			t.Errorf("%q from an http:// stream address = %v; want exit 1, refused", args, r)
 		}

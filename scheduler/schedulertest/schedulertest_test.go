@@ -1,0 +1,94 @@
+package schedulertest_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/pki/pkitest"
+	"github.com/rodon-compute/rodon/scheduler/client"
+	"github.com/rodon-compute/rodon/scheduler/schedulertest"
+)
+
+// waitState waits until step id is in state.
+func waitState(t *testing.T, c *client.Client, id, state string) api.Step {
+	t.Helper()
+	var st api.Step
+	schedulertest.Eventually(t, "step "+id+" "+state, func() bool {
+		var err error
+		st, err = c.Step(t.Context(), id)
+		return err == nil && st.State == state
+	})
+	return st
+}
+
+func TestStepLifecycle(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts schedulertest.Options
+	}{
+		{"plaintext", schedulertest.Options{}},
+		{"tls", schedulertest.Options{CA: pkitest.New(t)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := schedulertest.New(t, tc.opts)
+			a := c.Agent(t, "n1", schedulertest.AgentOptions{})
+			cl := c.ClientAs("gateway/gateway")
+			if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: "s-1", Image: "base", Args: []string{"true"}, CPU: 1, MemoryBytes: 1 << 30}); err != nil {
+				t.Fatal(err)
+			}
+			a.Start("s-1")
+			waitState(t, cl, "s-1", "running")
+			a.Exit("s-1", 3)
+			st := waitState(t, cl, "s-1", "exited")
+			if st.ExitCode == nil || *st.ExitCode != 3 || st.Node != "n1" {
+				t.Errorf("step = %+v, want exited 3 on n1", st)
+			}
+			c.Compact("s-1")
+			if _, err := cl.Step(t.Context(), "s-1"); !client.IsNotFound(err) {
+				t.Errorf("Step() after Compact = %v, want not found", err)
+			}
+		})
+	}
+}
+
+func TestPartition(t *testing.T) {
+	c := schedulertest.New(t, schedulertest.Options{Members: 3})
+	old := c.Leader()
+	c.Disconnect(old)
+	schedulertest.Eventually(t, "a new leader", func() bool { l := c.Leader(); return l != old })
+	var other *schedulertest.Member
+	for _, m := range c.Members {
+		if m != old {
+			other = m
+		}
+	}
+	// The majority takes writes, through any of its members.
+	if _, err := c.Client(other).PutRecord(t.Context(), "k", "a", 0, []byte(`1`)); err != nil {
+		t.Fatalf("PutRecord() on the majority = %v", err)
+	}
+	c.Reconnect(old)
+	schedulertest.Eventually(t, "the old leader to catch up", func() bool {
+		_, ok := old.Server.FSM().State().Record("k", "a")
+		return ok
+	})
+}
+
+func TestFailNext(t *testing.T) {
+	c := schedulertest.New(t, schedulertest.Options{})
+	c.FailNext(1, http.StatusServiceUnavailable, schedulertest.Match("PUT", "/v1/records/"))
+	cl := c.ClientWith("", client.Options{RetryFor: -1})
+	if _, err := cl.PutRecord(t.Context(), "k", "a", 0, []byte(`1`)); !client.IsCode(err, api.CodeUnavailable) {
+		t.Fatalf("first PutRecord() = %v, want unavailable", err)
+	}
+	if _, err := cl.PutRecord(t.Context(), "k", "a", 0, []byte(`1`)); err != nil {
+		t.Fatalf("second PutRecord() = %v", err)
+	}
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c.SetNow(func() time.Time { return base })
+	e, err := cl.AppendAudit(t.Context(), []byte(`{"a":1}`))
+	if err != nil || !e.Time.Equal(base) {
+		t.Errorf("AppendAudit() = %+v, %v; want stamped %v", e, err, base)
+	}
+}
