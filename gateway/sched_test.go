@@ -73,32 +73,6 @@ type storeStats struct {
 	ReadBytes     int64
 }
 
-// schedRecorder keeps a handler's status and body.
-type schedRecorder struct {
-	http.ResponseWriter
-	status int
-	body   bytes.Buffer
-}
-
-func (w *schedRecorder) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *schedRecorder) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	w.body.Write(p)
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *schedRecorder) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
 // count is a middleware on the scheduler that counts the store's calls.
 func (s *testStore) count(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,7 +82,7 @@ func (s *testStore) count(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rec := &schedRecorder{ResponseWriter: w}
+		rec := &schedulertest.Recorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -117,25 +91,25 @@ func (s *testStore) count(next http.Handler) http.Handler {
 			return
 		}
 		s.stats.Reads++
-		if rec.status != http.StatusOK {
+		if rec.Status != http.StatusOK {
 			return
 		}
 		switch {
 		case isAudit:
 			var es []api.AuditEntry
-			json.Unmarshal(rec.body.Bytes(), &es)
+			json.Unmarshal(rec.Body.Bytes(), &es)
 			for _, e := range es {
 				s.stats.ReadBytes += int64(len(e.Entry))
 			}
 		case strings.Count(p, "/") == 3: // /v1/records/KIND
 			var rs []api.Record
-			json.Unmarshal(rec.body.Bytes(), &rs)
+			json.Unmarshal(rec.Body.Bytes(), &rs)
 			for _, r := range rs {
 				s.stats.ReadBytes += recordSize(r.Kind, r.ID, r.Value)
 			}
 		default:
 			var r api.Record
-			json.Unmarshal(rec.body.Bytes(), &r)
+			json.Unmarshal(rec.Body.Bytes(), &r)
 			s.stats.ReadBytes += recordSize(r.Kind, r.ID, r.Value)
 		}
 	})
@@ -242,19 +216,19 @@ func (s *testSteps) count(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rec := &schedRecorder{ResponseWriter: w}
+		rec := &schedulertest.Recorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		switch {
-		case submit && rec.status == http.StatusCreated:
+		case submit && rec.Status == http.StatusCreated:
 			var st api.Step
-			json.Unmarshal(rec.body.Bytes(), &st)
+			json.Unmarshal(rec.Body.Bytes(), &st)
 			s.accepted[st.ID]++
 		case read:
 			s.reads++
-			if rec.status == http.StatusOK {
-				s.readBytes += int64(len(bytes.TrimSpace(rec.body.Bytes())))
+			if rec.Status == http.StatusOK {
+				s.readBytes += int64(len(bytes.TrimSpace(rec.Body.Bytes())))
 			}
 		}
 	})

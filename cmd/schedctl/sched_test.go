@@ -66,32 +66,6 @@ func startScheduler(t *testing.T, opts schedulertest.Options) *testScheduler {
 	return s
 }
 
-// statusWriter keeps the status and body a handler wrote.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	body   bytes.Buffer
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	w.body.Write(p)
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
 // watch records the requests the tests look at, and runs their hooks.
 func (s *testScheduler) watch(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,14 +90,14 @@ func (s *testScheduler) watch(next http.Handler) http.Handler {
 			s.nodeReads++
 		}
 		s.mu.Unlock()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &schedulertest.Recorder{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		switch {
 		case p == "/v1/snapshot" && r.Method == http.MethodGet:
 			s.mu.Lock()
-			s.snapshot = sw.body.Bytes()
+			s.snapshot = sw.Body.Bytes()
 			s.mu.Unlock()
-		case strings.HasSuffix(p, "/stream-url") && sw.status == http.StatusConflict:
+		case strings.HasSuffix(p, "/stream-url") && sw.Status == http.StatusConflict:
 			s.mu.Lock()
 			s.streamURLRefusals++
 			hook := s.onStreamURLRefused
@@ -131,7 +105,7 @@ func (s *testScheduler) watch(next http.Handler) http.Handler {
 			if hook != nil {
 				hook(r.PathValue("id"))
 			}
-		case strings.HasSuffix(p, "/cancel") && r.Method == http.MethodPost && sw.status == http.StatusOK:
+		case strings.HasSuffix(p, "/cancel") && r.Method == http.MethodPost && sw.Status == http.StatusOK:
 			s.mu.Lock()
 			hook := s.onCancel
 			s.mu.Unlock()

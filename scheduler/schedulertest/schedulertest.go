@@ -494,42 +494,45 @@ func (c *Cluster) Transport(who string) *http.Transport {
 	return tr
 }
 
-// Eventually polls cond every 10ms until it holds, failing t after 10
-// seconds.
+// Eventually polls cond until it holds, failing t after 10 seconds.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Logger routes logs to t.Log, so they show only when a test fails, and
 // drops them once the test has ended (Raft goroutines may still log).
-func Logger(t testing.TB) *slog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+func Logger(t testing.TB) *slog.Logger { return testenv.Logger(t) }
+
+// Recorder is an http.ResponseWriter for middleware (Cluster.Use) that
+// passes the answer on and keeps its status and body for the test to read.
+type Recorder struct {
+	http.ResponseWriter
+	Status int
+	Body   bytes.Buffer
 }
 
-type tWriter struct {
-	t    testing.TB
-	mu   sync.Mutex
-	done bool
+func (w *Recorder) WriteHeader(code int) {
+	w.Status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
+func (w *Recorder) Write(p []byte) (int, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
 	}
-	return len(p), nil
+	w.Body.Write(p)
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush passes flushes on (long polls, streams).
+func (w *Recorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
