@@ -140,7 +140,7 @@ func (d *Driver) Pass(ctx context.Context) map[string]bool {
 			}
 			continue
 		case err != nil:
-			d.log.Warn("advance run", "run_id", rec.ID, "error", err)
+			d.log.Warn("advance run", "run", rec.ID, "error", err)
 			continue
 		}
 		if run.settled() {
@@ -163,7 +163,7 @@ func (d *Driver) Pass(ctx context.Context) map[string]bool {
 // (when the first fails the marker stays, and the next pass tries again).
 func (d *Driver) settle(ctx context.Context, rec versioned[liveRecord], ws, by string) {
 	if err := releaseRun(ctx, d.store, ws, by, rec.ID); err != nil {
-		d.log.Warn("uncount settled run from its quotas", "run_id", rec.ID, "error", err)
+		d.log.Warn("uncount settled run from its quotas", "run", rec.ID, "error", err)
 		return
 	}
 	d.dropLive(ctx, rec.ID, rec.Version)
@@ -171,7 +171,7 @@ func (d *Driver) settle(ctx context.Context, rec versioned[liveRecord], ws, by s
 
 func (d *Driver) dropLive(ctx context.Context, id string, version uint64) {
 	if err := d.store.DeleteRecord(ctx, kindRunLive, id, version); err != nil && !IsNotFound(err) && !IsConflict(err) {
-		d.log.Warn("drop live run marker", "run_id", id, "error", err)
+		d.log.Warn("drop live run marker", "run", id, "error", err)
 	}
 }
 

@@ -99,7 +99,7 @@ func (g *Gateway) admit(ctx context.Context, run *runRecord) (release func(), er
 	}
 	return func() {
 		if err := releaseRun(context.WithoutCancel(ctx), g.store, ws, by.ID, run.ID); err != nil {
-			g.log.Warn("uncount a run not created", "run_id", run.ID, "error", err)
+			g.log.Warn("uncount a run not created", "run", run.ID, "error", err)
 		}
 	}, nil
 }

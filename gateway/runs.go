@@ -207,7 +207,7 @@ func (g *Gateway) handleCreateRun(c *call) error {
 	if adv, err := g.driver.advance(c.ctx, run.ID); err == nil {
 		run = adv
 	} else {
-		g.log.Warn("advance new run", "run_id", run.ID, "error", err)
+		g.log.Warn("advance new run", "run", run.ID, "error", err)
 	}
 	g.driver.Wake()
 	return c.json(http.StatusCreated, g.operation(c.ctx, &run, true))
@@ -375,7 +375,7 @@ func (g *Gateway) handleCancelRun(c *call) error {
 	// Cancel the live step now; the Driver retries what fails.
 	run, err := g.driver.advance(c.ctx, id)
 	if err != nil {
-		g.log.Warn("advance cancelled run", "run_id", id, "error", err)
+		g.log.Warn("advance cancelled run", "run", id, "error", err)
 		if run, _, err = g.getRun(c, id); err != nil {
 			return err
 		}
@@ -436,7 +436,7 @@ func (g *Gateway) stepView(ctx context.Context, rs runStepRecord, fresh bool) (a
 		v := runStepView(rs, nil)
 		v.State = api.StepUnknown
 		if !IsNotFound(err) {
-			g.log.Warn("read step", "step_id", rs.ID, "error", err)
+			g.log.Warn("read step", "step", rs.ID, "error", err)
 		}
 		return v, err
 	}

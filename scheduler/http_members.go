@@ -148,7 +148,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
 	if err := s.raft.AddVoter(r.Context(), req.ID, req.RaftAddress); err != nil {
 		return err
 	}
-	s.logger.Info("member joined", "member_id", req.ID, "raft_address", req.RaftAddress, "http_address", req.HTTPAddress)
+	s.logger.Info("member joined", "peer", req.ID, "raft_address", req.RaftAddress, "http_address", req.HTTPAddress)
 	writeJSON(w, http.StatusOK, api.Member{ID: req.ID, Address: req.RaftAddress, HTTPAddress: req.HTTPAddress, Voter: true})
 	return nil
 }
@@ -171,12 +171,12 @@ func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) erro
 	if err := s.raft.RemoveServer(r.Context(), req.ID); err != nil {
 		return err
 	}
-	s.logger.Info("member removed", "member_id", req.ID)
+	s.logger.Info("member removed", "peer", req.ID)
 	// A leader that removed itself no longer leads: the next leader drops
 	// the record when it takes office.
 	if req.ID != s.cfg.ID {
 		if _, err := s.raft.Apply(r.Context(), cluster.RemoveMember{ID: req.ID, At: s.now()}); err != nil {
-			s.logger.Warn("drop record of a removed member", "member_id", req.ID, "err", err)
+			s.logger.Warn("drop record of a removed member", "peer", req.ID, "error", err)
 		}
 	}
 	writeJSON(w, http.StatusOK, struct{}{})

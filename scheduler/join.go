@@ -33,7 +33,7 @@ func (s *Server) join(ctx context.Context) {
 			if attempt%10 == 0 {
 				level = s.logger.Warn
 			}
-			level("join failed; retrying", "via", addr, "attempt", attempt, "err", err)
+			level("join failed; retrying", "via", addr, "attempt", attempt, "error", err)
 		}
 		select {
 		case <-time.After(backoff):

@@ -59,7 +59,7 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 		// Apply what the previous leader committed before acting on it.
 		if err := s.raft.Barrier(ctx); err != nil {
 			if ctx.Err() == nil {
-				s.logger.Warn("leader barrier failed", "err", err)
+				s.logger.Warn("leader barrier failed", "error", err)
 			}
 			return
 		}
@@ -102,7 +102,7 @@ func (s *Server) establish(ctx context.Context) {
 	if m, ok := st.Member(s.cfg.ID); !ok || m.RaftAddress != s.cfg.RaftAddr || m.HTTPAddress != s.cfg.HTTPAddr {
 		_, err := s.raft.Apply(ctx, cluster.SetMember{ID: s.cfg.ID, RaftAddress: s.cfg.RaftAddr, HTTPAddress: s.cfg.HTTPAddr, At: s.now()})
 		if err != nil && ctx.Err() == nil {
-			s.logger.Warn("record own member addresses", "err", err)
+			s.logger.Warn("record own member addresses", "error", err)
 		}
 	}
 	members, err := s.raft.Members(ctx)
@@ -116,7 +116,7 @@ func (s *Server) establish(ctx context.Context) {
 	for _, m := range st.Members() {
 		if !inConfig[m.ID] {
 			if _, err := s.raft.Apply(ctx, cluster.RemoveMember{ID: m.ID, At: s.now()}); err != nil && ctx.Err() == nil {
-				s.logger.Warn("drop record of a removed member", "member_id", m.ID, "err", err)
+				s.logger.Warn("drop record of a removed member", "peer", m.ID, "error", err)
 			}
 		}
 	}

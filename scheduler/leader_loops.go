@@ -33,11 +33,11 @@ func (s *Server) placeQueued(ctx context.Context) time.Time {
 		var ce *CapacityError
 		switch {
 		case errors.As(err, &ce) && ce.Unplaceable != nil:
-			s.logger.Info("step unplaceable", "step_id", step.ID, "reason", ce.Reason)
+			s.logger.Info("step unplaceable", "step", step.ID, "reason", ce.Reason)
 			_, err := s.raft.Apply(ctx, cluster.StepUnplaceable{Step: step.ID, Attempt: step.Attempts, Cause: *ce.Unplaceable,
 				Reason: ce.Reason, At: s.now()})
 			if err != nil {
-				s.loopError(ctx, "fail unplaceable step", err, "step_id", step.ID)
+				s.loopError(ctx, "fail unplaceable step", err, "step", step.ID)
 			}
 			s.setPending(step.ID, "")
 			continue
@@ -57,7 +57,7 @@ func (s *Server) placeQueued(ctx context.Context) time.Time {
 		s.setPending(step.ID, "")
 		now := s.now()
 		if _, err := s.raft.Apply(ctx, cluster.PlaceStep{Step: step.ID, Node: node, At: now}); err != nil {
-			s.loopError(ctx, "place step", err, "step_id", step.ID, "node_id", node)
+			s.loopError(ctx, "place step", err, "step", step.ID, "node", node)
 			continue
 		}
 		s.metrics.placement.Observe(now.Sub(step.Phases.Queued).Seconds())
@@ -102,10 +102,10 @@ func (s *Server) checkStarts(ctx context.Context) time.Time {
 				continue
 			}
 			reason := fmt.Sprintf("node %s did not %s within %v of its placement (attempt %d)", step.Node, b.what, b.bound, step.Attempts)
-			s.logger.Warn("step not started in time", "step_id", step.ID, "node_id", step.Node, "reason", reason)
+			s.logger.Warn("step not started in time", "step", step.ID, "node", step.Node, "reason", reason)
 			if _, err := s.raft.Apply(ctx, cluster.StartTimeout{Step: step.ID, Node: step.Node, Attempt: step.Attempts,
 				State: b.state, Reason: reason, At: now}); err != nil {
-				s.loopError(ctx, "take back a step not started", err, "step_id", step.ID)
+				s.loopError(ctx, "take back a step not started", err, "step", step.ID)
 				next = earliest(next, now.Add(time.Second))
 			}
 		}
@@ -161,9 +161,9 @@ func (s *Server) checkNodes(ctx context.Context, since time.Time) time.Time {
 			continue
 		}
 		reason := fmt.Sprintf("no heartbeat for %v (ttl %v)", now.Sub(last).Round(time.Millisecond), ttl)
-		s.logger.Warn("node lost", "node_id", n.ID, "reason", reason)
+		s.logger.Warn("node lost", "node", n.ID, "reason", reason)
 		if _, err := s.raft.Apply(ctx, cluster.MarkNodeLost{Node: n.ID, Reason: reason, At: now}); err != nil {
-			s.loopError(ctx, "mark node lost", err, "node_id", n.ID)
+			s.loopError(ctx, "mark node lost", err, "node", n.ID)
 			next = earliest(next, now.Add(time.Second))
 		}
 	}
@@ -190,7 +190,7 @@ func (s *Server) checkDrains(ctx context.Context) time.Time {
 			}
 			reason := fmt.Sprintf("node %s was drained and its deadline %s passed", n.ID, n.Drain.Deadline.Format(time.RFC3339))
 			if _, err := s.raft.Apply(ctx, cluster.RequestCancel{Step: step.ID, Reason: reason, At: now}); err != nil {
-				s.loopError(ctx, "cancel step at drain deadline", err, "step_id", step.ID, "node_id", n.ID)
+				s.loopError(ctx, "cancel step at drain deadline", err, "step", step.ID, "node", n.ID)
 				next = earliest(next, now.Add(time.Second))
 			}
 		}
@@ -213,7 +213,7 @@ func (s *Server) expireQueued(ctx context.Context) time.Time {
 			reason += ": " + why
 		}
 		if _, err := s.raft.Apply(ctx, cluster.Expire{Step: step.ID, Reason: reason, At: now}); err != nil {
-			s.loopError(ctx, "expire step", err, "step_id", step.ID)
+			s.loopError(ctx, "expire step", err, "step", step.ID)
 			next = earliest(next, now.Add(time.Second))
 			continue
 		}
@@ -251,9 +251,9 @@ func (s *Server) loopError(ctx context.Context, what string, err error, args ...
 	case errors.Is(err, ErrTransition) || errors.Is(err, ErrTerminal) || errors.Is(err, ErrNotFound) ||
 		errors.Is(err, ErrCapacityExhausted) || errors.Is(err, ErrUnavailable):
 		// The state changed since the pass read it; the next pass sees it.
-		s.logger.Debug(what, append(args, "err", err)...)
+		s.logger.Debug(what, append(args, "error", err)...)
 	default:
-		s.logger.Warn(what, append(args, "err", err)...)
+		s.logger.Warn(what, append(args, "error", err)...)
 	}
 }
 

@@ -236,7 +236,7 @@ func (r *Raft) Run(ctx context.Context) (err error) {
 	r.mu.Unlock()
 	// Shutdown resolves every pending future, so the waiters in wg end.
 	if err := ra.Shutdown().Error(); err != nil {
-		r.logger.Warn("raft shutdown", "err", err)
+		r.logger.Warn("raft shutdown", "error", err)
 	}
 	r.wg.Wait()
 	r.logger.Info("raft member stopped")

@@ -315,7 +315,7 @@ func (s *Server) Run(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
-			s.logger.Warn("http shutdown", "err", err)
+			s.logger.Warn("http shutdown", "error", err)
 			srv.Close()
 		}
 		return nil

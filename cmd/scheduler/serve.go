@@ -206,7 +206,7 @@ func serveCmd(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("scheduler member starting", "member_id", cfg.ID, "raft_address", cfg.RaftAddr,
+	logger.Info("scheduler member starting", "member", cfg.ID, "raft_address", cfg.RaftAddr,
 		"http_address", cfg.HTTPAddr, "bootstrap", cfg.Bootstrap, "join", cfg.Join, "node_ttl", cfg.NodeTTL,
 		"tls", src != nil)
 	return srv.Run(ctx)
