@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -104,9 +105,28 @@ func (g *Gateway) admit(ctx context.Context, run *runRecord) (release func(), er
 	}, nil
 }
 
+// quotaCASTries bounds the compare-and-set tries on one quota counter:
+// every creation of a workspace's runs writes it, so concurrent creations
+// collide, and each try after a collision waits a little (casPause).
+const quotaCASTries = 12
+
+// casPause waits before compare-and-set try+1: a random time up to 2^try
+// ms (at most 128 ms), so that writers who collided do not collide again.
+func casPause(ctx context.Context, try int) error {
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(try, 7)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // countRun adds run to counter id unless it holds quota runs already.
 func (g *Gateway) countRun(ctx context.Context, id, run string, quota int, who string) error {
-	for range casTries {
+	for try := range quotaCASTries {
 		var q quotaRecord
 		version, err := getRecord(ctx, g.store, kindQuota, id, &q)
 		if err != nil && !IsNotFound(err) {
@@ -122,6 +142,9 @@ func (g *Gateway) countRun(ctx context.Context, id, run string, quota int, who s
 		q.Runs = append(q.Runs, run)
 		if _, err := putRecord(ctx, g.store, kindQuota, id, version, &q); err != nil {
 			if IsConflict(err) {
+				if err := casPause(ctx, try); err != nil {
+					return err
+				}
 				continue
 			}
 			return err
@@ -133,7 +156,7 @@ func (g *Gateway) countRun(ctx context.Context, id, run string, quota int, who s
 
 // uncountRun removes run from counter id (deleting an empty counter).
 func uncountRun(ctx context.Context, store Store, id, run string) error {
-	for range casTries {
+	for try := range quotaCASTries {
 		var q quotaRecord
 		version, err := getRecord(ctx, store, kindQuota, id, &q)
 		if IsNotFound(err) {
@@ -153,6 +176,9 @@ func uncountRun(ctx context.Context, store Store, id, run string) error {
 			_, err = putRecord(ctx, store, kindQuota, id, version, &q)
 		}
 		if IsConflict(err) || IsNotFound(err) {
+			if err := casPause(ctx, try); err != nil {
+				return err
+			}
 			continue
 		}
 		return err
