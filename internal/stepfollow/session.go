@@ -49,7 +49,8 @@ func (s *Session) Close() {
 // Follow copies the step's output (see Config) until its exit frame and
 // returns the exit frame's data. It returns an error wrapping ErrNoStream
 // when the output cannot be read to its end: the step ended without being
-// placed, or it ended and its node stopped sending for StallGrace.
+// placed, or it ended and its node stopped sending for StallGrace. Each
+// call reads the output from its start: call it once per session.
 func (s *Session) Follow(ctx context.Context) (*api.Exit, error) {
 	st, _, _ := s.watch.Current()
 	return (&streamer{Config: s.cfg, id: st.ID}).follow(ctx, s.watch)
