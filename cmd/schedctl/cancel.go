@@ -5,10 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/stepfollow"
 )
 
 // cancelCmd is `schedctl cancel ID [--wait D]`: it asks the scheduler to
@@ -50,12 +50,9 @@ func (k *cancelCmd) run(ctx context.Context, c *cli, args []string) (int, error)
 	if k.wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, k.wait)
 		defer cancel()
-		w := newStepWatch(sc, st, c.warnf("cancel"))
-		var wg sync.WaitGroup
-		wg.Go(func() { w.Run(wctx) })
-		st, err = w.WaitFor(wctx, func(s api.Step) bool { return s.Cancel != nil && cancelSettled(s) })
-		cancel()
-		wg.Wait()
+		sess, wctx := stepfollow.Start(wctx, c.follow(sc, c.warnf("cancel")), st)
+		st, err = sess.WaitFor(wctx, func(s api.Step) bool { return s.Cancel != nil && cancelSettled(s) })
+		sess.Close()
 		switch {
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 			return 0, fmt.Errorf("cancel of step %s not confirmed within %v: the step is %s; see \"schedctl step %s\"",

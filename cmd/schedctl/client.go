@@ -1,20 +1,16 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/rodon-compute/rodon/api"
 	icli "github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/pki"
+	"github.com/rodon-compute/rodon/internal/stepfollow"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -28,7 +24,7 @@ const headerTimeout = 2 * time.Minute
 type conn struct {
 	addrs  []string
 	hc     *http.Client
-	agents *agentClients
+	agents *stepfollow.Agents
 }
 
 // connect sets up c.conn from the flags and the environment: the
@@ -76,7 +72,7 @@ func (c *cli) connect() (*conn, error) {
 	}
 	var t *http.Transport
 	if src != nil {
-		t = src.Transport(verify(pki.AllowRoles(pki.RoleMember)))
+		t = src.Transport(stepfollow.Verify(pki.AllowRoles(pki.RoleMember)))
 	} else {
 		t = http.DefaultTransport.(*http.Transport).Clone()
 		t.Proxy = nil
@@ -84,7 +80,7 @@ func (c *cli) connect() (*conn, error) {
 	// No overall timeout (streams and long polls last), but a bound on a
 	// server that accepts a connection and never answers.
 	t.ResponseHeaderTimeout = headerTimeout
-	c.conn = &conn{addrs: addrs, hc: &http.Client{Transport: t}, agents: newAgentClients(src)}
+	c.conn = &conn{addrs: addrs, hc: &http.Client{Transport: t}, agents: stepfollow.NewAgents(src, headerTimeout)}
 	return c.conn, nil
 }
 
@@ -128,46 +124,12 @@ func (c *cli) client() (*client.Client, error) {
 	return sc, nil
 }
 
-// isStatus reports whether err is an error answer with one of the HTTP
-// statuses.
-func isStatus(err error, statuses ...int) bool {
-	var e *client.Error
-	if !errors.As(err, &e) {
-		return false
+// follow is the configuration of following a step of sc: its output to
+// the standard streams (with -o json: its frames to stdout).
+func (c *cli) follow(sc *client.Client, warn func(string, ...any)) stepfollow.Config {
+	cfg := stepfollow.Config{Client: sc, Agents: c.conn.agents, Stdout: c.stdout, Stderr: c.stderr, Warn: warn, StallGrace: c.stallGrace}
+	if c.g.json() {
+		cfg.Frames = c.stdout
 	}
-	for _, s := range statuses {
-		if e.Status == s {
-			return true
-		}
-	}
-	return false
-}
-
-// agentError turns an agent's error answer into a *client.Error, as the
-// scheduler client does with the scheduler's (scheduler/client has no
-// agent stream routes).
-func agentError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e := &client.Error{Status: resp.StatusCode, Code: api.CodeInternal}
-	var doc api.Error
-	if json.Unmarshal(b, &doc) == nil && doc.Detail.Code != "" {
-		e.Code, e.Message = doc.Detail.Code, doc.Detail.Message
-	} else {
-		switch resp.StatusCode {
-		case http.StatusNotFound:
-			e.Code = api.CodeNotFound
-		case http.StatusConflict:
-			e.Code = api.CodeConflict
-		case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
-			e.Code = api.CodeUnavailable
-		}
-		e.Message = strings.TrimSpace(string(b))
-		if e.Message == "" {
-			e.Message = http.StatusText(resp.StatusCode)
-		}
-	}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	}
-	return fmt.Errorf("agent at %s: %w", resp.Request.URL.Host, e)
+	return cfg
 }

@@ -306,9 +306,19 @@ func schedctlTo(t *testing.T, addr string, intr <-chan os.Signal, stdout, stderr
 // schedctlEnv runs schedctl in-process with the environment vars.
 func schedctlEnv(t *testing.T, vars map[string]string, intr <-chan os.Signal, stdout, stderr *syncBuffer, args ...string) result {
 	t.Helper()
+	return schedctlWith(t, nil, vars, intr, stdout, stderr, args...)
+}
+
+// schedctlWith is schedctlEnv with the cli edited by edit (if not nil)
+// before it runs.
+func schedctlWith(t *testing.T, edit func(*cli), vars map[string]string, intr <-chan os.Signal, stdout, stderr *syncBuffer, args ...string) result {
+	t.Helper()
 	env := func(k string) string { return vars[k] }
 	c := &cli{stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, env: env, interrupts: intr,
 		now: func() time.Time { return testNow }, retryFor: time.Second}
+	if edit != nil {
+		edit(c)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	code := c.main(ctx, args)

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"sync"
+
+	"github.com/rodon-compute/rodon/internal/stepfollow"
+	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
 // logsCmd is `schedctl logs [-f] ID`: a step's output, from the node that
@@ -38,31 +40,24 @@ func (l *logsCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
 		return 0, err
 	}
 	warn := c.warnf("logs")
-	s := &streamer{sc: sc, agents: c.conn.agents, id: id, stdout: c.stdout, stderr: c.stderr, warn: warn}
-	if c.g.json() {
-		s.frames = c.stdout
-	}
+	cfg := c.follow(sc, warn)
 	if !l.follow {
 		loc, err := sc.StreamLocation(ctx, id)
 		switch {
-		case err != nil && (st.Node == "" || isStatus(err, http.StatusNotFound, http.StatusConflict)):
+		case err != nil && (st.Node == "" || client.IsStatus(err, http.StatusNotFound, http.StatusConflict)):
 			warn("step %s has no output to show: it is %s", id, st.State)
 			return exitOK, nil
 		case err != nil:
 			return 0, err
 		}
-		_, err = s.Dump(ctx, loc)
+		_, err = stepfollow.Dump(ctx, cfg, id, loc)
 		return 0, err
 	}
-	ctx, stop := context.WithCancel(ctx)
-	w := newStepWatch(sc, st, warn)
-	var wg sync.WaitGroup
-	wg.Go(func() { w.Run(ctx) })
-	_, err = s.Follow(ctx, w)
-	stop()
-	wg.Wait()
-	if errors.Is(err, errNoStream) {
-		if cur, _, _ := w.Current(); cur.Node == "" {
+	sess, ctx := stepfollow.Start(ctx, cfg, st)
+	_, err = sess.Follow(ctx)
+	sess.Close()
+	if errors.Is(err, stepfollow.ErrNoStream) {
+		if cur, _ := sess.Current(); cur.Node == "" {
 			warn("step %s has no output: it is %s", id, cur.State)
 			return exitOK, nil
 		}

@@ -17,11 +17,11 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	icli "github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/stepfollow"
 )
 
 const usage = `usage: schedctl [--addr URL[,URL...]] [--tls-dir DIR | --plaintext] COMMAND [ARGS] [FLAGS]
@@ -109,6 +109,9 @@ type cli struct {
 	// retryFor is how long a request is retried while no member answers
 	// or the cluster has no leader.
 	retryFor time.Duration
+	// stallGrace is how long a followed stream may stay silent once its
+	// step ended (0: stepfollow.DefaultStallGrace). Tests shorten it.
+	stallGrace time.Duration
 }
 
 // command is one schedctl command. Its flags are fields of the
@@ -248,7 +251,7 @@ func (c *cli) failCode(name string, code int, err error) int {
 	fmt.Fprintf(c.stderr, "%s: %v\n", prefix, err)
 	var ue *url.Error
 	switch {
-	case isTLSError(err):
+	case stepfollow.IsTLSError(err):
 		fmt.Fprintf(c.stderr, "check that --tls-dir holds a certificate of this cluster's CA and that the address is "+
 			"the one meant (a scheduler member; for output, the step's node agent)\n")
 	case errors.As(err, &ue) && !ue.Timeout():
@@ -258,31 +261,11 @@ func (c *cli) failCode(name string, code int, err error) int {
 }
 
 // errInterrupted is returned by commands the user stopped with Ctrl-C.
-var errInterrupted = errors.New("interrupted")
+var errInterrupted = icli.ErrInterrupted
 
 // interruptible returns a context that ends at the user's first interrupt,
 // and a function that releases it and returns errInterrupted if the
 // interrupt came.
 func (c *cli) interruptible(parent context.Context) (context.Context, func(err error) error) {
-	ctx, cancel := context.WithCancel(parent)
-	done := make(chan struct{})
-	var interrupted bool
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		select {
-		case <-c.interrupts:
-			interrupted = true
-			cancel()
-		case <-done:
-		}
-	})
-	return ctx, func(err error) error {
-		close(done)
-		wg.Wait()
-		cancel()
-		if interrupted {
-			return errInterrupted
-		}
-		return err
-	}
+	return icli.Interruptible(parent, c.interrupts)
 }

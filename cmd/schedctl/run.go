@@ -10,12 +10,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/size"
+	"github.com/rodon-compute/rodon/internal/stepfollow"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -180,71 +180,38 @@ func (r *runCmd) run(ctx context.Context, c *cli, argv []string) (int, error) {
 		return 0, fmt.Errorf("submit step: %w", err)
 	}
 
-	// The watch and the interrupt handler (and the cancel it sends) end
-	// with ctx and done.
-	ctx, detach := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	defer func() {
-		close(done)
-		detach()
-		wg.Wait()
-	}()
-	w := newStepWatch(sc, st, warn)
-	wg.Go(func() { w.Run(ctx) })
-	var detached bool
-	var mu sync.Mutex
-	wg.Go(func() {
-		for n := 0; ; n++ {
-			select {
-			case <-done:
-				return
-			case <-c.interrupts:
-			}
-			if n > 0 {
-				mu.Lock()
-				detached = true
-				mu.Unlock()
-				detach()
-				return
-			}
-			warn("cancelling step %s (interrupt again to stop waiting; the cancel stands)", st.ID)
-			wg.Go(func() {
-				_, err := sc.CancelStep(ctx, st.ID, "interrupted in schedctl run")
-				if err != nil && ctx.Err() == nil && !isStatus(err, http.StatusConflict) {
-					warn("cancel step %s: %v", st.ID, err)
-				}
-			})
+	// The watch, the interrupt handler and the cancel it sends end with
+	// the session (a second interrupt detaches: ctx ends).
+	sess, ctx := stepfollow.Start(ctx, c.follow(sc, warn), st)
+	defer sess.Close()
+	sess.HandleInterrupts(ctx, c.interrupts, func(ctx context.Context) {
+		warn("cancelling step %s (interrupt again to stop waiting; the cancel stands)", st.ID)
+		_, err := sc.CancelStep(ctx, st.ID, "interrupted in schedctl run")
+		if err != nil && ctx.Err() == nil && !client.IsStatus(err, http.StatusConflict) {
+			warn("cancel step %s: %v", st.ID, err)
 		}
 	})
 
-	s := &streamer{sc: sc, agents: c.conn.agents, id: st.ID, stdout: c.stdout, stderr: c.stderr, warn: warn}
-	if c.g.json() {
-		s.frames = c.stdout
-	}
-	exit, err := s.Follow(ctx, w)
-	if err == nil || errors.Is(err, errNoStream) {
+	exit, err := sess.Follow(ctx)
+	if err == nil || errors.Is(err, stepfollow.ErrNoStream) {
 		if err != nil && exit == nil {
-			if cur, _, _ := w.Current(); cur.Node != "" {
+			if cur, _ := sess.Current(); cur.Node != "" {
 				warn("output may be incomplete: %v", err)
 			}
 		}
 		err = nil
-		st, err = w.WaitFor(ctx, api.Step.Terminal)
+		st, err = sess.WaitFor(ctx, api.Step.Terminal)
 		if err == nil && !cancelSettled(st) {
 			cctx, cancel := context.WithTimeout(ctx, confirmWait)
 			var cerr error
-			st, cerr = w.WaitFor(cctx, cancelSettled)
+			st, cerr = sess.WaitFor(cctx, cancelSettled)
 			cancel()
 			if cerr != nil && ctx.Err() == nil {
 				warn("the cancel of step %s is not confirmed yet; see \"schedctl step %s\"", st.ID, st.ID)
 			}
 		}
 	}
-	mu.Lock()
-	wasDetached := detached
-	mu.Unlock()
-	if wasDetached {
+	if sess.Detached() {
 		warn("stopped waiting for step %s; see \"schedctl step %s\"", st.ID, st.ID)
 		return exitInterrupted, nil
 	}
@@ -288,4 +255,10 @@ func exitStatus(s api.Step, w io.Writer) int {
 	}
 	fmt.Fprintf(w, "schedctl run: step %s %s%s\n", s.ID, s.State, why)
 	return exitError
+}
+
+// cancelSettled reports whether a step's cancel, if any, is confirmed or
+// known to be unverifiable.
+func cancelSettled(s api.Step) bool {
+	return s.Cancel == nil || !s.Cancel.ConfirmedAt.IsZero() || s.Cancel.Unverified != ""
 }

@@ -418,12 +418,12 @@ func TestFramesByteExact(t *testing.T) {
 // declares the step lost; schedctl stops waiting for the stream and exits
 // 1 with the reason.
 func TestRunNodeLost(t *testing.T) {
-	defer func(g time.Duration) { stallGrace = g }(stallGrace)
-	stallGrace = 200 * time.Millisecond
 	f := newRunFixture(t, framesOf([]chunk{{api.KindStdout, "partial\n"}}, nil), nil)
 	stdout, stderr := newSyncBuffer(), newSyncBuffer()
 	done := make(chan result)
-	go func() { done <- schedctlTo(t, f.sched.url, nil, stdout, stderr, "run", "--", "sleep", "600") }()
+	shortGrace := func(c *cli) { c.stallGrace = 200 * time.Millisecond }
+	vars := map[string]string{"RODON_SCHEDULER": f.sched.url, "RODON_TLS_DIR": testPKI().operatorDir}
+	go func() { done <- schedctlWith(t, shortGrace, vars, nil, stdout, stderr, "run", "--", "sleep", "600") }()
 	stdout.waitFor(t, "partial\n")
 	f.node.Lose("stopped answering")
 	r := <-done

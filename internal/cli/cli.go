@@ -1,6 +1,7 @@
 // Package cli is what the daemons' mains (cmd/agentd, cmd/scheduler,
-// cmd/gateway) share: command dispatch with Rodon's exit statuses, strict
-// flag parsing, and the JSON logger every daemon writes to stderr.
+// cmd/gateway) and schedctl share: command dispatch with Rodon's exit statuses,
+// strict flag parsing, interrupts that end a command's context,
+// and the JSON logger every daemon writes to stderr.
 package cli
 
 import (

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,12 @@ func IsNotFound(err error) bool { return IsCode(err, api.CodeNotFound) }
 // state: for a record, its compare-and-set failed (the record exists
 // already, or its version is another); read it again before retrying.
 func IsConflict(err error) bool { return IsCode(err, api.CodeConflict) }
+
+// IsStatus reports whether err is an *Error with one of the HTTP statuses.
+func IsStatus(err error, statuses ...int) bool {
+	var e *Error
+	return errors.As(err, &e) && slices.Contains(statuses, e.Status)
+}
 
 // decodeError turns an error answer into an *Error, even when its body is
 // not the API's error document (a proxy's page, say).

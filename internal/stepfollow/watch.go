@@ -1,4 +1,4 @@
-package main
+package stepfollow
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 // longPoll is how long one GET /v1/steps/{id}?index=N waits for a change.
 const longPoll = 30 * time.Second
 
-// stepWatch keeps the latest record of one step by long-polling the
+// watch keeps the latest record of one step by long-polling the
 // scheduler, and wakes whoever waits for a change. Run polls until its
 // context ends; the other methods may be called from any goroutine.
-type stepWatch struct {
+type watch struct {
 	sc *client.Client
 	id string
 	// warn reports trouble reaching the scheduler (it keeps trying).
@@ -30,12 +30,12 @@ type stepWatch struct {
 	changed chan struct{}
 }
 
-func newStepWatch(sc *client.Client, first api.Step, warn func(string, ...any)) *stepWatch {
-	return &stepWatch{sc: sc, id: first.ID, warn: warn, step: first, changed: make(chan struct{})}
+func newWatch(sc *client.Client, first api.Step, warn func(string, ...any)) *watch {
+	return &watch{sc: sc, id: first.ID, warn: warn, step: first, changed: make(chan struct{})}
 }
 
 // Run long-polls the step until ctx ends.
-func (w *stepWatch) Run(ctx context.Context) {
+func (w *watch) Run(ctx context.Context) {
 	delay := time.Duration(0)
 	failing := false
 	for ctx.Err() == nil {
@@ -72,7 +72,7 @@ func (w *stepWatch) Run(ctx context.Context) {
 	}
 }
 
-func (w *stepWatch) update(s *api.Step, err error) {
+func (w *watch) update(s *api.Step, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -92,14 +92,14 @@ func (w *stepWatch) update(s *api.Step, err error) {
 
 // Current returns the latest record and a channel closed at its next
 // change.
-func (w *stepWatch) Current() (api.Step, <-chan struct{}, error) {
+func (w *watch) Current() (api.Step, <-chan struct{}, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.step, w.changed, w.err
 }
 
 // WaitFor returns the first record for which ok holds.
-func (w *stepWatch) WaitFor(ctx context.Context, ok func(api.Step) bool) (api.Step, error) {
+func (w *watch) WaitFor(ctx context.Context, ok func(api.Step) bool) (api.Step, error) {
 	for {
 		s, changed, err := w.Current()
 		if err != nil {
@@ -142,10 +142,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// cancelSettled reports whether a step's cancel, if any, is confirmed or
-// known to be unverifiable.
-func cancelSettled(s api.Step) bool {
-	return s.Cancel == nil || !s.Cancel.ConfirmedAt.IsZero() || s.Cancel.Unverified != ""
 }

@@ -1,4 +1,4 @@
-package main
+package stepfollow
 
 import (
 	"bufio"
@@ -18,29 +18,39 @@ import (
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
-// stallGrace is how long a followed stream may stay silent once the
-// scheduler's record of the step is terminal before schedctl stops
-// waiting for the stream's exit frame (the node may be gone). Tests
-// shorten it.
-var stallGrace = 5 * time.Second
+// DefaultStallGrace is how long a followed stream may stay silent once
+// the scheduler's record of the step is terminal before Follow stops
+// waiting for the stream's exit frame (the node may be gone).
+const DefaultStallGrace = 5 * time.Second
 
-// errNoStream means a step's output could not be read to its end: the step
+// ErrNoStream means a step's output could not be read to its end: the step
 // ended without being placed, or the node serving its stream is gone.
-var errNoStream = errors.New("output stream unavailable")
+var ErrNoStream = errors.New("output stream unavailable")
+
+// Config is what following a step needs.
+type Config struct {
+	// Client reaches the scheduler.
+	Client *client.Client
+	// Agents makes the clients of the node agents' streams.
+	Agents *Agents
+	// Stdout and Stderr get the step's output. When Frames is set, they
+	// get nothing and Frames gets every frame as a line of JSON instead.
+	Stdout, Stderr io.Writer
+	Frames         io.Writer
+	// Warn reports trouble that Follow works around (it keeps trying).
+	Warn func(format string, args ...any)
+	// StallGrace is how long a stream may stay silent once the step's
+	// record is terminal; 0 means DefaultStallGrace.
+	StallGrace time.Duration
+}
 
 // streamer copies a step's output from the agent that runs it (the URL
 // the scheduler gives) to stdout and stderr, byte for byte. It resumes
 // after a dropped connection from the last frame it wrote, so nothing is
 // lost or repeated, and ends with the stream's exit frame.
 type streamer struct {
-	sc     *client.Client
-	agents *agentClients
-	id     string
-	// stdout and stderr get the step's output. When frames is set, they
-	// get nothing and frames gets every frame as a line of JSON instead.
-	stdout, stderr io.Writer
-	frames         io.Writer
-	warn           func(format string, args ...any)
+	Config
+	id string
 
 	// last is the seq of the last frame written; attempt the step's
 	// attempt the frames belong to.
@@ -50,16 +60,16 @@ type streamer struct {
 	progress atomic.Int64
 }
 
-// Dump writes the frames that exist now and returns; exit is the exit
-// frame's data if the stream has ended.
-func (s *streamer) Dump(ctx context.Context, loc api.StreamURL) (exit *api.Exit, err error) {
-	return s.read(ctx, loc, false)
+// Dump writes the frames of step id's stream at loc that exist now and
+// returns; exit is the exit frame's data if the stream has ended.
+func Dump(ctx context.Context, cfg Config, id string, loc api.StreamURL) (exit *api.Exit, err error) {
+	return (&streamer{Config: cfg, id: id}).read(ctx, loc, false)
 }
 
-// Follow reads the step's stream until its exit frame. w tells it when
+// follow reads the step's stream until its exit frame. w tells it when
 // the stream may exist (the step is placed) and when to stop waiting (the
-// step ended but its node does not answer): then it returns errNoStream.
-func (s *streamer) Follow(ctx context.Context, w *stepWatch) (*api.Exit, error) {
+// step ended but its node does not answer): then it returns ErrNoStream.
+func (s *streamer) follow(ctx context.Context, w *watch) (*api.Exit, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -80,35 +90,35 @@ func (s *streamer) Follow(ctx context.Context, w *stepWatch) (*api.Exit, error) 
 		if werr != nil {
 			return nil, werr
 		}
-		loc, err := s.sc.StreamLocation(ctx, s.id)
+		loc, err := s.Client.StreamLocation(ctx, s.id)
 		switch {
 		case ctx.Err() != nil:
 			return nil, s.ctxErr(ctx)
 		case err != nil && st.Terminal() && st.Node == "":
-			return nil, fmt.Errorf("%w: step %s ended (%s) without running", errNoStream, s.id, st.State)
-		case err != nil && st.Terminal() && isStatus(err, http.StatusNotFound, http.StatusConflict):
-			return nil, fmt.Errorf("%w: step %s is %s: %w", errNoStream, s.id, st.State, err)
-		case isStatus(err, http.StatusNotFound, http.StatusConflict):
+			return nil, fmt.Errorf("%w: step %s ended (%s) without running", ErrNoStream, s.id, st.State)
+		case err != nil && st.Terminal() && client.IsStatus(err, http.StatusNotFound, http.StatusConflict):
+			return nil, fmt.Errorf("%w: step %s is %s: %w", ErrNoStream, s.id, st.State, err)
+		case client.IsStatus(err, http.StatusNotFound, http.StatusConflict):
 			// Not placed yet: wait for the record to change.
 			if err := waitChange(ctx, changed, longPoll); err != nil {
 				return nil, s.ctxErr(ctx)
 			}
 			delay = 0
 			continue
-		case isStatus(err, http.StatusServiceUnavailable):
+		case client.IsStatus(err, http.StatusServiceUnavailable):
 			if err := waitChange(ctx, changed, time.Second); err != nil {
 				return nil, s.ctxErr(ctx)
 			}
 			delay = 0
 			continue
 		case err != nil:
-			s.warn("get stream address of step %s: %v (retrying)", s.id, err)
+			s.Warn("get stream address of step %s: %v (retrying)", s.id, err)
 			delay = backoff(delay)
 			continue
 		}
 		if st.Attempts != s.attempt {
 			if s.attempt != 0 && s.last > 0 {
-				s.warn("step %s: attempt %d on node %s; its output starts again", s.id, st.Attempts, st.Node)
+				s.Warn("step %s: attempt %d on node %s; its output starts again", s.id, st.Attempts, st.Node)
 				s.last = 0
 			}
 			s.attempt = st.Attempts
@@ -122,7 +132,7 @@ func (s *streamer) Follow(ctx context.Context, w *stepWatch) (*api.Exit, error) 
 			return nil, s.ctxErr(ctx)
 		case errors.Is(err, errWrite), errors.Is(err, errBadFrame), errors.Is(err, errStreamAddress):
 			return nil, err
-		case isStatus(err, http.StatusNotFound):
+		case client.IsStatus(err, http.StatusNotFound):
 			// The agent does not know the step yet (or any more).
 			if err := waitChange(ctx, changed, time.Second); err != nil {
 				return nil, s.ctxErr(ctx)
@@ -136,7 +146,7 @@ func (s *streamer) Follow(ctx context.Context, w *stepWatch) (*api.Exit, error) 
 			delay = backoff(delay)
 		}
 		if err != nil && delay >= 2*time.Second {
-			s.warn("read output of step %s: %v (retrying)", s.id, err)
+			s.Warn("read output of step %s: %v (retrying)", s.id, err)
 		}
 	}
 }
@@ -145,25 +155,29 @@ func backoff(d time.Duration) time.Duration {
 	return min(max(2*d, 250*time.Millisecond), 5*time.Second)
 }
 
-// ctxErr is why ctx ended: errNoStream from the stall supervisor, else the
+// ctxErr is why ctx ended: ErrNoStream from the stall supervisor, else the
 // context's error.
 func (s *streamer) ctxErr(ctx context.Context) error {
-	if cause := context.Cause(ctx); errors.Is(cause, errNoStream) {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrNoStream) {
 		return cause
 	}
 	return ctx.Err()
 }
 
-// superviseStall ends the stream with errNoStream when the step's record
-// is terminal and no frame arrived for stallGrace: the node that has the
+// superviseStall ends the stream with ErrNoStream when the step's record
+// is terminal and no frame arrived for StallGrace: the node that has the
 // rest of the output is not answering.
-func (s *streamer) superviseStall(ctx context.Context, w *stepWatch, stop context.CancelCauseFunc) {
+func (s *streamer) superviseStall(ctx context.Context, w *watch, stop context.CancelCauseFunc) {
 	st, err := w.WaitFor(ctx, func(st api.Step) bool { return st.Terminal() })
 	if err != nil {
 		return
 	}
+	grace := s.StallGrace
+	if grace <= 0 {
+		grace = DefaultStallGrace
+	}
 	since := time.Now()
-	tick := time.NewTicker(stallGrace / 5)
+	tick := time.NewTicker(grace / 5)
 	defer tick.Stop()
 	for {
 		select {
@@ -171,9 +185,9 @@ func (s *streamer) superviseStall(ctx context.Context, w *stepWatch, stop contex
 			return
 		case now := <-tick.C:
 			last := time.Unix(0, s.progress.Load())
-			if now.Sub(since) >= stallGrace && now.Sub(last) >= stallGrace {
+			if now.Sub(since) >= grace && now.Sub(last) >= grace {
 				stop(fmt.Errorf("%w: step %s is %s and its node has not sent the rest of its output for %v",
-					errNoStream, s.id, st.State, stallGrace))
+					ErrNoStream, s.id, st.State, grace))
 				return
 			}
 		}
@@ -190,7 +204,7 @@ var (
 // read reads the stream from the frame after s.last until it ends, and
 // returns the exit frame's data if it came.
 func (s *streamer) read(ctx context.Context, loc api.StreamURL, follow bool) (*api.Exit, error) {
-	hc, u, err := s.agents.get(loc)
+	hc, u, err := s.Agents.get(loc)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +254,7 @@ func (s *streamer) read(ctx context.Context, loc api.StreamURL, follow bool) (*a
 			continue // already written
 		}
 		if f.Seq != s.last+1 {
-			s.warn("stream of step %s: frames %d to %d are missing", s.id, s.last+1, f.Seq-1)
+			s.Warn("stream of step %s: frames %d to %d are missing", s.id, s.last+1, f.Seq-1)
 		}
 		s.progress.Store(time.Now().UnixNano())
 		exit, err := s.write(f, line)
@@ -256,23 +270,23 @@ func (s *streamer) read(ctx context.Context, loc api.StreamURL, follow bool) (*a
 
 // write writes one frame's output (or the frame itself, for -o json).
 func (s *streamer) write(f api.Frame, line []byte) (*api.Exit, error) {
-	if s.frames != nil {
-		if _, err := s.frames.Write(append(line, '\n')); err != nil {
+	if s.Frames != nil {
+		if _, err := s.Frames.Write(append(line, '\n')); err != nil {
 			return nil, fmt.Errorf("%w: %w", errWrite, err)
 		}
 	}
 	switch f.Kind {
 	case api.KindStdout, api.KindStderr:
-		if s.frames != nil {
+		if s.Frames != nil {
 			return nil, nil
 		}
 		b, err := f.Output()
 		if err != nil {
 			return nil, fmt.Errorf("stream of step %s: %w: %w", s.id, errBadFrame, err)
 		}
-		w := s.stdout
+		w := s.Stdout
 		if f.Kind == api.KindStderr {
-			w = s.stderr
+			w = s.Stderr
 		}
 		if _, err := w.Write(b); err != nil {
 			return nil, fmt.Errorf("%w: %w", errWrite, err)
