@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 func TestSignin(t *testing.T) {
@@ -239,7 +240,7 @@ func TestBootstrap(t *testing.T) {
 func TestServeBootstrapsAndStops(t *testing.T) {
 	ts := newTestScheduler(t)
 	store, sched := ts.store, ts.sched
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	cfg := DefaultConfig()
 	cfg.Site, cfg.OwnerEmail, cfg.BootstrapOut, cfg.DataDir = testSite, "first@example.com", &out, t.TempDir()
 	g, err := New(cfg, store, sched, testLogger(t))
@@ -283,28 +284,11 @@ func TestServeBootstrapsAndStops(t *testing.T) {
 		t.Fatal("Serve did not return after cancel")
 	}
 	// A second gateway prints nothing.
-	var out2 syncBuffer
+	var out2 testenv.SyncBuffer
 	cfg.BootstrapOut = &out2
 	g2, _ := New(cfg, store, sched, testLogger(t))
 	g2.bootstrapLoop(t.Context())
 	if out2.String() != "" {
 		t.Errorf("second gateway printed %q, want nothing", out2.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

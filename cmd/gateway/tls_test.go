@@ -182,7 +182,7 @@ func TestServeHTTPS(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	out := &syncWriter{}
+	out := &testenv.SyncBuffer{}
 	go func() { done <- serve(ctx, &f, nil, slog.New(slog.DiscardHandler), out) }()
 	t.Cleanup(func() {
 		cancel()
@@ -230,24 +230,6 @@ func TestServeHTTPS(t *testing.T) {
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	return testenv.FreeAddr(t)
-}
-
-// syncWriter is a strings.Builder safe for a writer and a reader.
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestInputVerifiesNode: terminal input goes only to the agent of the

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -97,7 +96,7 @@ func freePort(t *testing.T) string {
 // member is `scheduler serve --bootstrap` run as a process.
 type member struct {
 	cmd      *exec.Cmd
-	stderr   *syncBuffer
+	stderr   *testenv.SyncBuffer
 	httpAddr string
 }
 
@@ -106,7 +105,7 @@ type member struct {
 // through hc.
 func startMember(t *testing.T, scheme string, hc *http.Client, extra ...string) *member {
 	t.Helper()
-	m := &member{stderr: &syncBuffer{}, httpAddr: freePort(t)}
+	m := &member{stderr: &testenv.SyncBuffer{}, httpAddr: freePort(t)}
 	args := append([]string{"serve", "--node-id", "m1", "--data-dir", t.TempDir(),
 		"--raft-addr", freePort(t), "--http-addr", m.httpAddr, "--bootstrap"}, extra...)
 	m.cmd = exec.Command(os.Args[0], args...)
@@ -135,25 +134,6 @@ func startMember(t *testing.T, scheme string, hc *http.Client, extra ...string) 
 		time.Sleep(20 * time.Millisecond)
 	}
 	return m
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestServeStopsOnSIGTERM runs `scheduler serve --bootstrap --plaintext`
@@ -269,7 +249,7 @@ func TestJoinFetchesEnvKey(t *testing.T) {
 	if _, err := ca.IssueFiles(dir2, pkitest.Identity(t, pki.RoleMember, "m2"), pki.IssueOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncBuffer{}
+	stderr := &testenv.SyncBuffer{}
 	cmd := exec.Command(os.Args[0], "serve", "--node-id", "m2", "--data-dir", t.TempDir(), "--raft-addr", freePort(t),
 		"--http-addr", freePort(t), "--tls-dir", dir2, "--join", m1.httpAddr)
 	cmd.Env = append(os.Environ(), "SCHEDULER_TEST_MAIN=1")

@@ -1,7 +1,6 @@
 package stepfollow
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/scheduler/schedulertest"
 )
 
@@ -99,26 +99,8 @@ func output(exit *api.Exit, chunks ...string) []api.Frame {
 	return fs
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // warnings collects what Config.Warn reports.
-type warnings struct{ syncBuffer }
+type warnings struct{ testenv.SyncBuffer }
 
 func (w *warnings) warn(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 

@@ -39,7 +39,7 @@ func TestDump(t *testing.T) {
 		t.Errorf("Dump requested from %v, want [0]", got)
 	}
 
-	var frames syncBuffer
+	var frames testenv.SyncBuffer
 	cfg.Frames = &frames
 	if _, err := Dump(t.Context(), cfg, "s1", a.streamURL("s1")); err != nil {
 		t.Fatal(err)

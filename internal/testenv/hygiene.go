@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"runtime"
@@ -159,4 +160,24 @@ func names(fn, p string) bool {
 	}
 	rest := fn[i+len(p):]
 	return rest == "" || strings.HasSuffix(p, ".") || strings.HasSuffix(p, "/") || strings.ContainsAny(rest[:1], "./(")
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writes (a process's
+// output, a logger) and the test's reads.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
