@@ -14,6 +14,7 @@ import (
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/ticker"
 	"github.com/rodon-compute/rodon/internal/treecopy"
 )
 
@@ -215,26 +216,20 @@ func (a *Agent) checkHealth() {
 }
 
 func (a *Agent) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(a.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	ticker.Every(ctx, a.cfg.Heartbeat, func() bool {
 		a.checkHealth()
 		res, err := a.sched.Heartbeat(ctx, cluster.Heartbeat{Node: a.cfg.Node, Health: a.health, Running: a.running()})
 		if err != nil {
 			if ctx.Err() == nil {
 				a.logger.Warn("heartbeat", "error", err)
 			}
-			continue
+			return true
 		}
 		for _, u := range res.Unwanted {
 			a.abandon(u)
 		}
-	}
+		return true
+	})
 }
 
 // running lists the attempts this agent still has a sandbox for.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/rodon-compute/rodon/internal/ticker"
 )
 
 // maintainBudget bounds the records one maintenance pass deletes of each
@@ -59,14 +61,7 @@ func (g *Gateway) Maintain(ctx context.Context) (MaintainResult, error) {
 
 // maintainLoop runs Maintain every MaintenanceInterval until ctx ends.
 func (g *Gateway) maintainLoop(ctx context.Context) {
-	t := time.NewTicker(g.cfg.MaintenanceInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	ticker.Every(ctx, g.cfg.MaintenanceInterval, func() bool {
 		res, err := g.Maintain(ctx)
 		if err != nil && ctx.Err() == nil {
 			g.log.Warn("maintenance pass", "error", err)
@@ -74,7 +69,8 @@ func (g *Gateway) maintainLoop(ctx context.Context) {
 		if res != (MaintainResult{}) {
 			g.log.Info("maintenance pass", "runs_deleted", res.Runs, "signins_deleted", res.Signins, "quota_counts_removed", res.QuotaCounts)
 		}
-	}
+		return true
+	})
 }
 
 // expireRuns deletes the runs created before the retention, oldest first,

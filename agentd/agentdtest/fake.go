@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/ticker"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
@@ -44,16 +45,10 @@ func (a *FakeAgent) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				a.Client.Heartbeat(ctx, cluster.Heartbeat{Node: a.Node, Health: cluster.Health{State: cluster.NodeReady}})
-			}
-		}
+		ticker.Every(ctx, time.Second, func() bool {
+			a.Client.Heartbeat(ctx, cluster.Heartbeat{Node: a.Node, Health: cluster.Health{State: cluster.NodeReady}})
+			return true
+		})
 	}()
 	var index uint64
 	for ctx.Err() == nil {

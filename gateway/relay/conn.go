@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/rodon-compute/rodon/internal/ticker"
 )
 
 // ServeStep upgrades req to a websocket and relays step stepID's frames
@@ -182,24 +184,18 @@ type session struct {
 // recheck calls check every Recheck until ctx ends or check refuses the
 // caller, which it reports to the writer.
 func (s *session) recheck(ctx context.Context, check func(context.Context) error) {
-	t := time.NewTicker(s.cfg.Recheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	ticker.Every(ctx, s.cfg.Recheck, func() bool {
 		err := check(ctx)
 		var rv *Revoked
 		switch {
 		case errors.As(err, &rv):
 			s.revoked <- rv
-			return
+			return false
 		case err != nil && ctx.Err() == nil:
 			s.logger.Warn("re-check the stream's caller; the stream goes on", "error", err)
 		}
-	}
+		return true
+	})
 }
 
 // writeLoop sends frames, pings and pongs until the stream ends, and
