@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/cli"
 )
 
 // cleanupCmd is `agentd cleanup [--node-id ID]`: destroy the sandboxes that
@@ -25,7 +26,7 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	if node != "" {
 		if err := cluster.ValidateNodeID(cluster.NodeID(node)); err != nil {
-			return 0, fmt.Errorf("%w: --node-id: %v", errUsage, err)
+			return 0, fmt.Errorf("%w: --node-id: %v", cli.ErrUsage, err)
 		}
 	}
 	f.node = node

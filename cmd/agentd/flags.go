@@ -112,7 +112,7 @@ func (f *runtimeFlags) open(stderr io.Writer) (ctx context.Context, rt *agentd.R
 	return ctx, rt, logger, func() { rt.Close(); closeEgress(); stop() }, nil
 }
 
-// newFlagSet returns a flag set whose errors come back as errUsage.
+// newFlagSet returns a flag set whose errors come back as cli.ErrUsage.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("agentd "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -28,9 +28,8 @@ const (
 	exitNotFound = 127
 )
 
-// errUsage marks a command-line error: the message is printed with the
+// cli.ErrUsage marks a command-line error: the message is printed with the
 // usage hint and agentd exits 2.
-var errUsage = cli.ErrUsage
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/netpolicy"
 )
 
@@ -46,16 +47,16 @@ func (f *networkFlags) egressConfig() (cfg netpolicy.EgressConfig, ok bool, err 
 		return cfg, false, nil
 	case "egress":
 	default:
-		return cfg, false, fmt.Errorf("%w: --network %q: want egress or none", errUsage, f.mode)
+		return cfg, false, fmt.Errorf("%w: --network %q: want egress or none", cli.ErrUsage, f.mode)
 	}
 	cfg.Net = netpolicy.DefaultConfig()
 	cfg.Net.HostNS = f.nodeNetns
 	cfg.Net.NSDir = f.netnsDir
 	if cfg.Net.Pool4, err = netip.ParsePrefix(f.pool4); err != nil || !cfg.Net.Pool4.Addr().Is4() {
-		return cfg, false, fmt.Errorf("%w: --pool4 %q: want an IPv4 CIDR", errUsage, f.pool4)
+		return cfg, false, fmt.Errorf("%w: --pool4 %q: want an IPv4 CIDR", cli.ErrUsage, f.pool4)
 	}
 	if cfg.Net.Pool6, err = netip.ParsePrefix(f.pool6); err != nil || !cfg.Net.Pool6.Addr().Is6() {
-		return cfg, false, fmt.Errorf("%w: --pool6 %q: want an IPv6 CIDR", errUsage, f.pool6)
+		return cfg, false, fmt.Errorf("%w: --pool6 %q: want an IPv6 CIDR", cli.ErrUsage, f.pool6)
 	}
 	switch f.dns {
 	case "none":
@@ -63,17 +64,17 @@ func (f *networkFlags) egressConfig() (cfg netpolicy.EgressConfig, ok bool, err 
 		cfg.Resolvers = hostResolvers("/etc/resolv.conf")
 	default:
 		if cfg.Resolvers, err = parseAddrs(f.dns); err != nil {
-			return cfg, false, fmt.Errorf("%w: --dns: %v", errUsage, err)
+			return cfg, false, fmt.Errorf("%w: --dns: %v", cli.ErrUsage, err)
 		}
 	}
 	if len(cfg.Resolvers) > netpolicy.MaxResolvers {
 		cfg.Resolvers = cfg.Resolvers[:netpolicy.MaxResolvers]
 	}
 	if cfg.NodeAddrs, err = parseAddrs(f.nodeAddrs); err != nil {
-		return cfg, false, fmt.Errorf("%w: --node-addrs: %v", errUsage, err)
+		return cfg, false, fmt.Errorf("%w: --node-addrs: %v", cli.ErrUsage, err)
 	}
 	if cfg.Platform, err = f.platformCIDRs(); err != nil {
-		return cfg, false, fmt.Errorf("%w: %v", errUsage, err)
+		return cfg, false, fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	return cfg, true, nil
 }

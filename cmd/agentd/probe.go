@@ -7,6 +7,7 @@ import (
 
 	"github.com/rodon-compute/rodon/bundles"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/cli"
 )
 
 func probeCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -20,7 +21,7 @@ func probeCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 0, err
 	}
 	if output != "text" && output != "json" {
-		return 0, fmt.Errorf("%w: -o %q: want text or json", errUsage, output)
+		return 0, fmt.Errorf("%w: -o %q: want text or json", cli.ErrUsage, output)
 	}
 	ctx, rt, _, closeRT, err := f.open(stderr)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/bundles"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/size"
 	"github.com/rodon-compute/rodon/oci"
 )
@@ -94,7 +95,7 @@ func registerRunFlags(fs *flag.FlagSet, f *runFlags) {
 // step builds and checks the step from the flags and the command.
 func (f *runFlags) step(argv []string) (agentd.Step, error) {
 	if len(argv) == 0 {
-		return agentd.Step{}, fmt.Errorf("%w: no command given: agentd run [FLAGS] -- ARGV...", errUsage)
+		return agentd.Step{}, fmt.Errorf("%w: no command given: agentd run [FLAGS] -- ARGV...", cli.ErrUsage)
 	}
 	id := f.id
 	if id == "" {
@@ -121,22 +122,22 @@ func (f *runFlags) step(argv []string) (agentd.Step, error) {
 	if f.memory != "" {
 		m, err := size.Parse(f.memory)
 		if err != nil {
-			return st, fmt.Errorf("%w: --memory: %v", errUsage, err)
+			return st, fmt.Errorf("%w: --memory: %v", cli.ErrUsage, err)
 		}
 		st.Limits.MemoryBytes = m
 	}
 	if f.workspace != "" {
 		abs, err := filepath.Abs(f.workspace)
 		if err != nil {
-			return st, fmt.Errorf("%w: --workspace: %v", errUsage, err)
+			return st, fmt.Errorf("%w: --workspace: %v", cli.ErrUsage, err)
 		}
 		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-			return st, fmt.Errorf("%w: --workspace %s: not a directory", errUsage, f.workspace)
+			return st, fmt.Errorf("%w: --workspace %s: not a directory", cli.ErrUsage, f.workspace)
 		}
 		st.Workspace = abs
 	}
 	if err := st.Validate(); err != nil {
-		return st, fmt.Errorf("%w: %v", errUsage, err)
+		return st, fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	return st, nil
 }

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd"
@@ -51,7 +48,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 0, err
 	}
 	if fs.NArg() > 0 {
-		return 0, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+		return 0, fmt.Errorf("%w: unexpected arguments %q", cli.ErrUsage, fs.Args())
 	}
 	cfg, urls, err := f.agentConfig()
 	if err != nil {
@@ -61,16 +58,13 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// SIGHUP reloads the TLS files and the platform CIDRs; caught from
 	// here on so that an early one does not kill the agent.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	ctx, hup, stop := cli.Signals()
+	defer stop()
 	id, err := pki.NewIdentity(pki.RoleAgent, string(cfg.Node))
 	if err != nil {
-		return 0, fmt.Errorf("%w: --node-id: %v", errUsage, err)
+		return 0, fmt.Errorf("%w: --node-id: %v", cli.ErrUsage, err)
 	}
 	src, err := f.tls.Source(pki.RoleAgent, id, logger, append([]string{f.listen}, urls...)...)
 	if err != nil {
@@ -139,35 +133,35 @@ func registerServeFlags(fs *flag.FlagSet, f *serveFlags) {
 func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
 	cfg := agentd.DefaultAgentConfig()
 	if f.schedulers == "" {
-		return cfg, nil, fmt.Errorf("%w: --scheduler: give the scheduler members' URLs", errUsage)
+		return cfg, nil, fmt.Errorf("%w: --scheduler: give the scheduler members' URLs", cli.ErrUsage)
 	}
 	urls := strings.Split(f.schedulers, ",")
 	if err := cluster.ValidateNodeID(cluster.NodeID(f.nodeID)); err != nil {
-		return cfg, nil, fmt.Errorf("%w: --node-id: %v", errUsage, err)
+		return cfg, nil, fmt.Errorf("%w: --node-id: %v", cli.ErrUsage, err)
 	}
 	cfg.Node = cluster.NodeID(f.nodeID)
 	ap, err := netip.ParseAddrPort(f.listen)
 	if err != nil {
-		return cfg, nil, fmt.Errorf("%w: --listen %q: want IP:PORT", errUsage, f.listen)
+		return cfg, nil, fmt.Errorf("%w: --listen %q: want IP:PORT", cli.ErrUsage, f.listen)
 	}
 	cfg.Address = ap
 	cfg.Capacity.CPU = f.cpu
 	if cfg.Capacity.CPU == 0 {
 		cfg.Capacity.CPU = float64(runtime.NumCPU())
 	} else if cfg.Capacity.CPU < 0 {
-		return cfg, nil, fmt.Errorf("%w: --cpu %v: must be positive", errUsage, f.cpu)
+		return cfg, nil, fmt.Errorf("%w: --cpu %v: must be positive", cli.ErrUsage, f.cpu)
 	}
 	if f.memory != "" {
 		m, err := size.Parse(f.memory)
 		if err != nil {
-			return cfg, nil, fmt.Errorf("%w: --memory: %v", errUsage, err)
+			return cfg, nil, fmt.Errorf("%w: --memory: %v", cli.ErrUsage, err)
 		}
 		cfg.Capacity.MemoryBytes = m
 	} else {
 		cfg.Capacity.MemoryBytes = agentd.HostMemory() - 1<<30
 	}
 	if f.heartbeat <= 0 {
-		return cfg, nil, fmt.Errorf("%w: --heartbeat %v: must be positive", errUsage, f.heartbeat)
+		return cfg, nil, fmt.Errorf("%w: --heartbeat %v: must be positive", cli.ErrUsage, f.heartbeat)
 	}
 	cfg.Heartbeat = f.heartbeat
 	cfg.WorkspaceRoot = f.workspaceRoot
@@ -175,10 +169,10 @@ func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
 		cfg.WorkspaceRoot = filepath.Join(f.dataDir, "workspace-store")
 	}
 	if f.retention <= 0 {
-		return cfg, nil, fmt.Errorf("%w: --log-retention %v: must be positive", errUsage, f.retention)
+		return cfg, nil, fmt.Errorf("%w: --log-retention %v: must be positive", cli.ErrUsage, f.retention)
 	}
 	if f.logBudget <= 0 {
-		return cfg, nil, fmt.Errorf("%w: --log-budget %s: must be positive", errUsage, f.logBudget.String())
+		return cfg, nil, fmt.Errorf("%w: --log-budget %s: must be positive", cli.ErrUsage, f.logBudget.String())
 	}
 	cfg.MaxLimits = cluster.Limits{Pids: f.maxPids, Timeout: f.maxTimeout, WorkspaceBytes: int64(f.maxWorkspace), OutputBytes: int64(f.maxOutput)}
 	if err := checkLimitFlags(cfg.MaxLimits, "--max-pids", "--max-timeout", "--max-workspace", "--max-output"); err != nil {
@@ -204,7 +198,7 @@ func checkLimitFlags(m cluster.Limits, pids, timeout, workspace, output string) 
 		{output, m.OutputBytes, lo.OutputBytes, hi.OutputBytes, size.Format},
 	} {
 		if c.flag != "" && (c.v < c.lo || c.v > c.hi) {
-			return fmt.Errorf("%w: %s %s: want %s to %s", errUsage, c.flag, c.show(c.v), c.show(c.lo), c.show(c.hi))
+			return fmt.Errorf("%w: %s %s: want %s to %s", cli.ErrUsage, c.flag, c.show(c.v), c.show(c.lo), c.show(c.hi))
 		}
 	}
 	return nil

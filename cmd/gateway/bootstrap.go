@@ -29,7 +29,7 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *email == "" {
-		return fmt.Errorf("%w: --email is required", errUsage)
+		return fmt.Errorf("%w: --email is required", cli.ErrUsage)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

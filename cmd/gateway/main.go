@@ -25,9 +25,8 @@ const (
 	exitUsage = cli.ExitUsage
 )
 
-// errUsage marks a command-line error: the message is printed and gateway
+// cli.ErrUsage marks a command-line error: the message is printed and gateway
 // exits 2.
-var errUsage = cli.ErrUsage
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

@@ -34,10 +34,10 @@ func (f *clusterFlags) register(fs *flag.FlagSet) {
 // check checks the flags that need no file.
 func (f *clusterFlags) check() error {
 	if strings.TrimSpace(f.scheduler) == "" {
-		return fmt.Errorf("%w: --scheduler is required (or set RODON_SCHEDULER)", errUsage)
+		return fmt.Errorf("%w: --scheduler is required (or set RODON_SCHEDULER)", cli.ErrUsage)
 	}
 	if _, err := pki.NewIdentity(pki.RoleGateway, f.name); err != nil {
-		return fmt.Errorf("%w: --name: %v", errUsage, err)
+		return fmt.Errorf("%w: --name: %v", cli.ErrUsage, err)
 	}
 	return nil
 }
@@ -64,7 +64,7 @@ func (f *clusterFlags) connect(logger *slog.Logger) (*client.Client, *pki.Source
 	}
 	c, err := client.New(strings.Join(addrs, ","), opts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: --scheduler: %v", errUsage, err)
+		return nil, nil, fmt.Errorf("%w: --scheduler: %v", cli.ErrUsage, err)
 	}
 	return c, src, nil
 }

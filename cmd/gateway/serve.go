@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/gateway"
@@ -97,16 +95,16 @@ func (s *settings) register(fs *flag.FlagSet) {
 func (s *settings) check() error {
 	for _, err := range []error{s.quotas.Check(), s.signIn.Check(), s.timeouts.Check()} {
 		if err != nil {
-			return fmt.Errorf("%w: --%v", errUsage, err)
+			return fmt.Errorf("%w: --%v", cli.ErrUsage, err)
 		}
 	}
 	switch {
 	case s.runRetention < gateway.MinRunRetention || s.runRetention > gateway.MaxRunRetention:
-		return fmt.Errorf("%w: --run-retention %v: want %v to %v", errUsage, s.runRetention, gateway.MinRunRetention, gateway.MaxRunRetention)
+		return fmt.Errorf("%w: --run-retention %v: want %v to %v", cli.ErrUsage, s.runRetention, gateway.MinRunRetention, gateway.MaxRunRetention)
 	case s.maintenanceInterval < minMaintenanceInterval || s.maintenanceInterval > maxMaintenanceInterval:
-		return fmt.Errorf("%w: --maintenance-interval %v: want %v to %v", errUsage, s.maintenanceInterval, minMaintenanceInterval, maxMaintenanceInterval)
+		return fmt.Errorf("%w: --maintenance-interval %v: want %v to %v", cli.ErrUsage, s.maintenanceInterval, minMaintenanceInterval, maxMaintenanceInterval)
 	case s.streamRecheck <= 0 || s.streamRecheck > relay.MaxRecheck:
-		return fmt.Errorf("%w: --stream-recheck %v: want more than 0 and at most %v", errUsage, s.streamRecheck, relay.MaxRecheck)
+		return fmt.Errorf("%w: --stream-recheck %v: want more than 0 and at most %v", cli.ErrUsage, s.streamRecheck, relay.MaxRecheck)
 	}
 	return nil
 }
@@ -136,14 +134,14 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *gateway.Publi
 		return c, nil, err
 	}
 	if strings.TrimSpace(f.dataDir) == "" {
-		return c, nil, fmt.Errorf("%w: --data-dir is required", errUsage)
+		return c, nil, fmt.Errorf("%w: --data-dir is required", cli.ErrUsage)
 	}
 	host, port, err := net.SplitHostPort(f.listen)
 	if err != nil || port == "" {
-		return c, nil, fmt.Errorf("%w: --listen %q: want HOST:PORT", errUsage, f.listen)
+		return c, nil, fmt.Errorf("%w: --listen %q: want HOST:PORT", cli.ErrUsage, f.listen)
 	}
 	if f.sessionTTL <= 0 {
-		return c, nil, fmt.Errorf("%w: --session-ttl %v: want a positive duration such as 12h", errUsage, f.sessionTTL)
+		return c, nil, fmt.Errorf("%w: --session-ttl %v: want a positive duration such as 12h", cli.ErrUsage, f.sessionTTL)
 	}
 	if err := f.settings.check(); err != nil {
 		return c, nil, err
@@ -153,26 +151,26 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *gateway.Publi
 	var pub *gateway.PublicCert
 	switch {
 	case f.httpsCert != "" && f.httpsKey == "":
-		return c, nil, fmt.Errorf("%w: --https-key is required with --https-cert", errUsage)
+		return c, nil, fmt.Errorf("%w: --https-key is required with --https-cert", cli.ErrUsage)
 	case f.httpsCert == "" && f.httpsKey != "":
-		return c, nil, fmt.Errorf("%w: --https-cert is required with --https-key", errUsage)
+		return c, nil, fmt.Errorf("%w: --https-cert is required with --https-key", cli.ErrUsage)
 	case f.httpsCert != "":
 		if pub, err = gateway.LoadPublicCert(f.httpsCert, f.httpsKey, time.Now(), logger); err != nil {
-			return c, nil, fmt.Errorf("%w: --https-cert: %v", errUsage, err)
+			return c, nil, fmt.Errorf("%w: --https-cert: %v", cli.ErrUsage, err)
 		}
 		c.TLS = pub.TLSConfig()
 	case !cli.IsLoopback(f.listen):
 		return c, nil, fmt.Errorf("%w: --listen %s is not a loopback address: browsers would send passwords and session cookies "+
 			"over plain HTTP; give the gateway a certificate with --https-cert FILE --https-key FILE "+
 			"(a public one, or `scheduler tls issue --role gateway --name %s --host HOST`), or listen on 127.0.0.1",
-			errUsage, f.listen, f.cluster.name)
+			cli.ErrUsage, f.listen, f.cluster.name)
 	}
 	c.Listen, c.DataDir, c.OwnerEmail, c.SessionTTL = f.listen, f.dataDir, f.ownerEmail, f.sessionTTL
 	c.Name = f.cluster.name
 	c.Site = strings.TrimSuffix(f.site, "/")
 	switch {
 	case c.Site != "" && pub != nil && !strings.HasPrefix(c.Site, "https://"):
-		return c, nil, fmt.Errorf("%w: --site %s: the gateway serves HTTPS (--https-cert), so browsers load it from https://", errUsage, c.Site)
+		return c, nil, fmt.Errorf("%w: --site %s: the gateway serves HTTPS (--https-cert), so browsers load it from https://", cli.ErrUsage, c.Site)
 	case c.Site == "" && pub != nil:
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host = pub.SiteHost()
@@ -199,11 +197,8 @@ func serveCmd(args []string, stderr io.Writer) error {
 	}
 	// Signals first: a SIGTERM during start-up stops the gateway cleanly,
 	// and a SIGHUP (which reloads the certificates) does not kill it.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, hup, stop := cli.Signals()
 	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	return serve(ctx, &f, hup, logger, stderr)
 }
 

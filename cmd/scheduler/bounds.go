@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/scheduler"
 )
 
@@ -60,11 +61,11 @@ func (b *boundFlags) register(fs *flag.FlagSet, d scheduler.Config) {
 func (b *boundFlags) apply(c *scheduler.Config) error {
 	for _, f := range b.list() {
 		if *f.v < f.min || *f.v > f.max {
-			return fmt.Errorf("%w: --%s %v: want %v to %v", errUsage, f.name, *f.v, f.min, f.max)
+			return fmt.Errorf("%w: --%s %v: want %v to %v", cli.ErrUsage, f.name, *f.v, f.min, f.max)
 		}
 	}
 	if b.createTimeout < b.startTimeout {
-		return fmt.Errorf("%w: --create-timeout %v: must be at least --start-timeout %v", errUsage, b.createTimeout, b.startTimeout)
+		return fmt.Errorf("%w: --create-timeout %v: must be at least --start-timeout %v", cli.ErrUsage, b.createTimeout, b.startTimeout)
 	}
 	c.QueueTimeout, c.StartTimeout, c.CreateTimeout, c.StepRetention = b.queueTimeout, b.startTimeout, b.createTimeout, b.stepRetention
 	c.HTTP = b.http

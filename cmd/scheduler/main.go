@@ -30,9 +30,8 @@ const (
 	exitUsage = cli.ExitUsage
 )
 
-// errUsage marks a command-line error: the message is printed and scheduler
+// cli.ErrUsage marks a command-line error: the message is printed and scheduler
 // exits 2.
-var errUsage = cli.ErrUsage
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

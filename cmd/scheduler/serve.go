@@ -9,10 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
@@ -75,7 +73,7 @@ func (f *serveFlags) loadEnvKey(ctx context.Context, cfg scheduler.Config, logge
 		return scheduler.AwaitEnvKey(ctx, cfg, path, logger)
 	}
 	return nil, fmt.Errorf("%w: --env-key %s: %v: create it with `scheduler tls init --dir DIR` on the first member "+
-		"(members that --join fetch it from the cluster)", errUsage, path, err)
+		"(members that --join fetch it from the cluster)", cli.ErrUsage, path, err)
 }
 
 // config checks the flags and returns the member's configuration; every
@@ -86,19 +84,19 @@ func (f *serveFlags) config() (scheduler.Config, error) {
 		{"--node-id", f.nodeID}, {"--data-dir", f.dataDir}, {"--raft-addr", f.raftAddr}, {"--http-addr", f.httpAddr},
 	} {
 		if strings.TrimSpace(req.value) == "" {
-			return c, fmt.Errorf("%w: %s is required", errUsage, req.name)
+			return c, fmt.Errorf("%w: %s is required", cli.ErrUsage, req.name)
 		}
 	}
 	for _, a := range []struct{ name, value string }{{"--raft-addr", f.raftAddr}, {"--http-addr", f.httpAddr}} {
 		if err := checkAddr(a.value); err != nil {
-			return c, fmt.Errorf("%w: %s %q: %v", errUsage, a.name, a.value, err)
+			return c, fmt.Errorf("%w: %s %q: %v", cli.ErrUsage, a.name, a.value, err)
 		}
 	}
 	if err := cluster.ValidateName("member id", f.nodeID); err != nil {
-		return c, fmt.Errorf("%w: --node-id: %v (it names the member's certificate, member/ID)", errUsage, err)
+		return c, fmt.Errorf("%w: --node-id: %v (it names the member's certificate, member/ID)", cli.ErrUsage, err)
 	}
 	if f.nodeTTL <= 0 {
-		return c, fmt.Errorf("%w: --node-ttl %v: must be a positive duration such as 10s", errUsage, f.nodeTTL)
+		return c, fmt.Errorf("%w: --node-ttl %v: must be a positive duration such as 10s", cli.ErrUsage, f.nodeTTL)
 	}
 	var join []string
 	for a := range strings.SplitSeq(f.join, ",") {
@@ -106,36 +104,36 @@ func (f *serveFlags) config() (scheduler.Config, error) {
 			continue
 		}
 		if err := checkAddr(strings.TrimPrefix(strings.TrimPrefix(a, "http://"), "https://")); err != nil {
-			return c, fmt.Errorf("%w: --join %q: %v", errUsage, a, err)
+			return c, fmt.Errorf("%w: --join %q: %v", cli.ErrUsage, a, err)
 		}
 		join = append(join, a)
 	}
 	if f.join != "" && len(join) == 0 {
-		return c, fmt.Errorf("%w: --join %q: want HTTPADDR[,HTTPADDR...]", errUsage, f.join)
+		return c, fmt.Errorf("%w: --join %q: want HTTPADDR[,HTTPADDR...]", cli.ErrUsage, f.join)
 	}
 	if f.bootstrap && len(join) > 0 {
-		return c, fmt.Errorf("%w: --bootstrap and --join are exclusive: bootstrap the first member, join the others to it", errUsage)
+		return c, fmt.Errorf("%w: --bootstrap and --join are exclusive: bootstrap the first member, join the others to it", cli.ErrUsage)
 	}
 	if f.tls.Plaintext {
 		// Without TLS nothing is authenticated: only on this machine.
 		for _, a := range []struct{ name, value string }{{"--http-addr", f.httpAddr}, {"--raft-addr", f.raftAddr}} {
 			if !cli.IsLoopback(a.value) {
 				return c, fmt.Errorf("%w: %s %q is not a loopback address: without TLS (--plaintext) a member serves only this machine; "+
-					"give it its certificate (--tls-dir) instead", errUsage, a.name, a.value)
+					"give it its certificate (--tls-dir) instead", cli.ErrUsage, a.name, a.value)
 			}
 		}
 		for _, a := range join {
 			if !cli.IsLoopback(a) {
-				return c, fmt.Errorf("%w: --join %q is not a loopback address: without TLS (--plaintext) a member joins only members on this machine", errUsage, a)
+				return c, fmt.Errorf("%w: --join %q is not a loopback address: without TLS (--plaintext) a member joins only members on this machine", cli.ErrUsage, a)
 			}
 			if strings.HasPrefix(a, "https://") {
-				return c, fmt.Errorf("%w: --join %q: --plaintext members speak http://", errUsage, a)
+				return c, fmt.Errorf("%w: --join %q: --plaintext members speak http://", cli.ErrUsage, a)
 			}
 		}
 	} else {
 		for _, a := range join {
 			if strings.HasPrefix(a, "http://") {
-				return c, fmt.Errorf("%w: --join %q: members speak TLS: give HOST:PORT or https://HOST:PORT", errUsage, a)
+				return c, fmt.Errorf("%w: --join %q: members speak TLS: give HOST:PORT or https://HOST:PORT", cli.ErrUsage, a)
 			}
 		}
 	}
@@ -189,11 +187,8 @@ func serveCmd(args []string, stderr io.Writer) error {
 	}
 	// Signals first: a SIGTERM during start-up stops the member cleanly,
 	// and a SIGHUP does not kill it.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, hup, stop := cli.Signals()
 	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	src, err := f.source(logger)
 	if err != nil {
 		return err

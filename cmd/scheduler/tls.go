@@ -36,7 +36,7 @@ after a rotation.
 // tlsCmd is `scheduler tls init|issue`.
 func tlsCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if len(args) == 0 {
-		return 0, fmt.Errorf("%w: want init or issue\n%s", errUsage, tlsUsage)
+		return 0, fmt.Errorf("%w: want init or issue\n%s", cli.ErrUsage, tlsUsage)
 	}
 	switch args[0] {
 	case "init":
@@ -51,7 +51,7 @@ func tlsCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		fmt.Fprint(stdout, tlsUsage)
 		return 0, nil
 	}
-	return 0, fmt.Errorf("%w: unknown tls command %q\n%s", errUsage, args[0], tlsUsage)
+	return 0, fmt.Errorf("%w: unknown tls command %q\n%s", cli.ErrUsage, args[0], tlsUsage)
 }
 
 func tlsInit(args []string, stdout, stderr io.Writer) error {
@@ -63,7 +63,7 @@ func tlsInit(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *validFor <= 0 {
-		return fmt.Errorf("%w: --valid-for %v: must be positive", errUsage, *validFor)
+		return fmt.Errorf("%w: --valid-for %v: must be positive", cli.ErrUsage, *validFor)
 	}
 	// Each of the two is made when missing, so that a directory made
 	// before the env key existed gets one.
@@ -120,14 +120,14 @@ func tlsIssue(args []string, stdout, stderr io.Writer) error {
 	}
 	r, err := pki.ParseRole(*role)
 	if err != nil {
-		return fmt.Errorf("%w: --role: %v", errUsage, err)
+		return fmt.Errorf("%w: --role: %v", cli.ErrUsage, err)
 	}
 	id, err := pki.NewIdentity(r, *name)
 	if err != nil {
-		return fmt.Errorf("%w: --name: %v", errUsage, err)
+		return fmt.Errorf("%w: --name: %v", cli.ErrUsage, err)
 	}
 	if *validFor <= 0 || *validFor > pki.MaxLeafValidity {
-		return fmt.Errorf("%w: --valid-for %v: want a positive duration of at most %v", errUsage, *validFor, pki.MaxLeafValidity)
+		return fmt.Errorf("%w: --valid-for %v: want a positive duration of at most %v", cli.ErrUsage, *validFor, pki.MaxLeafValidity)
 	}
 	var hs []string
 	for h := range strings.SplitSeq(*hosts, ",") {
@@ -168,7 +168,7 @@ func tlsShow(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *cert == "" {
-		return fmt.Errorf("%w: --cert is required", errUsage)
+		return fmt.Errorf("%w: --cert is required", cli.ErrUsage)
 	}
 	files := pki.Files{CA: *ca, Cert: *cert, Key: *key}
 	if files.CA == "" {

@@ -167,6 +167,22 @@ type gwClient struct {
 	bearer string
 }
 
+// ownerWithWorkspace starts a gateway on f whose owner is
+// owner@example.com, signs the owner in and creates a workspace named
+// name; it returns the gateway, the owner's client and the workspace's id.
+func ownerWithWorkspace(t *testing.T, f *fleet, name string) (*gatewayProc, *gwClient, string) {
+	t.Helper()
+	const ownerEmail = "owner@example.com"
+	g := startGateway(t, f, ownerEmail)
+	owner := newGWClient(t, g, &recorder{})
+	owner.signIn(ownerEmail, g.ownerPassword(t, ownerEmail))
+	var ws struct {
+		ID string `json:"id"`
+	}
+	owner.must(http.StatusCreated, http.MethodPost, "/v1/workspaces", map[string]string{"name": name}, &ws)
+	return g, owner, ws.ID
+}
+
 func newGWClient(t *testing.T, g *gatewayProc, rec *recorder) *gwClient {
 	t.Helper()
 	jar, err := cookiejar.New(nil)

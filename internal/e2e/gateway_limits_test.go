@@ -279,21 +279,14 @@ func TestGatewayReinvitedMember(t *testing.T) {
 	f := &fleet{}
 	startSchedulers(t, f, 1)
 	startNamedAgent(t, f, "reinvite-node-a1")
-	const ownerEmail = "owner@example.com"
-	g := startGateway(t, f, ownerEmail)
-	owner := newGWClient(t, g, &recorder{})
-	owner.signIn(ownerEmail, g.ownerPassword(t, ownerEmail))
-	var ws struct {
-		ID string `json:"id"`
-	}
-	owner.must(http.StatusCreated, http.MethodPost, "/v1/workspaces", map[string]string{"name": "reinvite"}, &ws)
+	g, owner, wsID := ownerWithWorkspace(t, f, "reinvite")
 	const email, pw = "mallory@example.com", "mallory's long password"
 	var m gwAccount
 	owner.must(http.StatusCreated, http.MethodPost, "/v1/members", map[string]any{"email": email, "password": pw, "role": "viewer"}, &m)
 	mallory := newGWClient(t, g, &recorder{})
 	mallory.signIn(email, pw)
 
-	op := owner.startRun(ws.ID, map[string]any{"image": "base", "cpu": 0.5, "memory": "64Mi",
+	op := owner.startRun(wsID, map[string]any{"image": "base", "cpu": 0.5, "memory": "64Mi",
 		"args": []string{"sh", "-c", "i=0; while [ $i -lt 300 ]; do echo tick $i; i=$((i+1)); sleep 1; done"}})
 	s := mallory.openStream(op.Steps[0].ID, 0)
 	s.conn.SetReadDeadline(time.Now().Add(time.Minute))
@@ -336,7 +329,7 @@ func TestGatewayReinvitedMember(t *testing.T) {
 	// A normal step still runs.
 	owner.must(http.StatusOK, http.MethodPost, "/v1/runs/"+op.ID+"/cancel", nil, nil)
 	owner.waitRun(op.ID, 2*time.Minute)
-	normal := owner.startRun(ws.ID, map[string]any{"args": []string{"echo", "still fine"}, "cpu": 0.5, "memory": "64Mi"})
+	normal := owner.startRun(wsID, map[string]any{"args": []string{"echo", "still fine"}, "cpu": 0.5, "memory": "64Mi"})
 	if done := owner.waitRun(normal.ID, 2*time.Minute); done.State != "succeeded" {
 		t.Errorf("a normal run afterwards: %+v, want succeeded", done)
 	}

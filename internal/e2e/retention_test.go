@@ -21,16 +21,9 @@ func TestRetention(t *testing.T) {
 	f := &fleet{schedArgs: []string{"--step-retention", "3s"}, agentArgs: []string{"--log-retention", "3s"}}
 	startSchedulers(t, f, 1)
 	agent := startNamedAgent(t, f, "retention-node-a1")
-	const ownerEmail = "owner@example.com"
-	g := startGateway(t, f, ownerEmail)
-	owner := newGWClient(t, g, &recorder{})
-	owner.signIn(ownerEmail, g.ownerPassword(t, ownerEmail))
-	var ws struct {
-		ID string `json:"id"`
-	}
-	owner.must(http.StatusCreated, http.MethodPost, "/v1/workspaces", map[string]string{"name": "kept"}, &ws)
+	_, owner, wsID := ownerWithWorkspace(t, f, "kept")
 
-	op := owner.startRun(ws.ID, map[string]any{"image": "base", "args": []string{"sh", "-c", "echo kept"}, "cpu": 0.5, "memory": "128Mi"})
+	op := owner.startRun(wsID, map[string]any{"image": "base", "args": []string{"sh", "-c", "echo kept"}, "cpu": 0.5, "memory": "128Mi"})
 	if got := string(stdout(t, owner.openStream(op.Steps[0].ID, 0).untilExit(), 1)); got != "kept\n" {
 		t.Fatalf("step stdout = %q, want %q", got, "kept\n")
 	}

@@ -29,16 +29,9 @@ func TestTLSFleet(t *testing.T) {
 	f := &fleet{}
 	startSchedulers(t, f, 3)
 	startAgents(t, f, 2)
-	const ownerEmail = "owner@example.com"
-	g := startGateway(t, f, ownerEmail)
-	owner := newGWClient(t, g, &recorder{})
-	owner.signIn(ownerEmail, g.ownerPassword(t, ownerEmail))
-	var ws struct {
-		ID string `json:"id"`
-	}
-	owner.must(http.StatusCreated, http.MethodPost, "/v1/workspaces", map[string]string{"name": "tls"}, &ws)
+	g, owner, wsID := ownerWithWorkspace(t, f, "tls")
 
-	op := owner.startRun(ws.ID,
+	op := owner.startRun(wsID,
 		map[string]any{"image": "base", "args": []string{"sh", "-c", "echo before; sleep 4; echo after"}, "cpu": 0.5, "memory": "128Mi"},
 		map[string]any{"image": "base", "args": []string{"sh", "-c", "echo second"}, "cpu": 0.5, "memory": "128Mi"},
 	)
