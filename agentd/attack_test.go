@@ -18,6 +18,7 @@ import (
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/oci"
 )
 
@@ -222,15 +223,9 @@ func readInt(path string) (int64, error) {
 // it.
 func sandboxProcesses(id string) []string {
 	var out []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		cmd := strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
-		if strings.Contains(cmd, "runsc") && strings.Contains(cmd, id) {
-			out = append(out, e.Name()+": "+cmd)
+	for _, p := range testenv.Processes(id) {
+		if strings.Contains(p, "runsc") {
+			out = append(out, p)
 		}
 	}
 	return out

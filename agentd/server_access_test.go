@@ -21,19 +21,27 @@ import (
 // who may use them: streams and input only gateways and operators, health
 // and metrics any cluster identity; and that a gateway's source address is
 // learnt.
+// newStepLog returns a log store in a temporary directory and the open
+// log of step id in it.
+func newStepLog(t *testing.T, id cluster.StepID) (*logstore.Store, *logstore.Log) {
+	t.Helper()
+	cfg := logstore.DefaultConfig()
+	cfg.Dir = t.TempDir()
+	logs, err := logstore.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := logs.Create(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logs, lg
+}
+
 func TestAgentMuxAccess(t *testing.T) {
 	ca := pkitest.New(t)
 	logger := slog.New(slog.DiscardHandler)
-	lcfg := logstore.DefaultConfig()
-	lcfg.Dir = t.TempDir()
-	logs, err := logstore.New(lcfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lg, err := logs.Create("s-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs, lg := newStepLog(t, "s-1")
 	io.WriteString(lg.Stdout(), "hello\n")
 	if err := lg.Exit(cluster.ExitRecord{State: cluster.StateExited, TerminatedBy: cluster.ByExit}); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
 )
 
@@ -31,16 +30,7 @@ func TestAgentServerTimeouts(t *testing.T) {
 		health:  deadlines{read: 300 * time.Millisecond, write: time.Second},
 	}
 	logger := slog.New(slog.DiscardHandler)
-	lcfg := logstore.DefaultConfig()
-	lcfg.Dir = t.TempDir()
-	logs, err := logstore.New(lcfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lg, err := logs.Create("s-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs, lg := newStepLog(t, "s-1")
 	defer lg.Close()
 	cfg := DefaultAgentConfig()
 	cfg.Node, cfg.Address, cfg.WorkspaceRoot = "n1", netip.MustParseAddrPort("127.0.0.1:1"), t.TempDir()

@@ -1,31 +1,13 @@
 package agentd
 
 import (
-	"bytes"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the output copier and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestTTYInputAndResize runs a shell on a terminal, types into it and
 // resizes it, and reads the answers from its output.
@@ -38,7 +20,7 @@ func TestTTYInputAndResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Destroy(t.Context())
-	var out lockedBuffer
+	var out testenv.SyncBuffer
 	if err := sb.Start(t.Context(), &out, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +68,7 @@ func TestInputNotTTY(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Destroy(t.Context())
-	var out lockedBuffer
+	var out testenv.SyncBuffer
 	if err := sb.Start(t.Context(), &out, &out); err != nil {
 		t.Fatal(err)
 	}

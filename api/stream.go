@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -46,6 +47,12 @@ type Frame struct {
 	Data     json.RawMessage `json:"data"`
 	Encoding string          `json:"encoding,omitempty"`
 	Time     time.Time       `json:"time"`
+}
+
+// Same reports whether f and g are the same frame: the same fields, the
+// times as the same instant.
+func (f Frame) Same(g Frame) bool {
+	return f.Seq == g.Seq && f.Kind == g.Kind && f.Encoding == g.Encoding && f.Time.Equal(g.Time) && bytes.Equal(f.Data, g.Data)
 }
 
 // Exit is the data of a stream's last frame: how the step ended, as the

@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -247,13 +245,7 @@ func TestServeBootstrapsAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, ln) }()
+	addr, stop := serveLoopback(t, g)
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(out.String(), "one-time password") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -261,7 +253,7 @@ func TestServeBootstrapsAndStops(t *testing.T) {
 	if !strings.Contains(out.String(), "first@example.com") {
 		t.Fatalf("bootstrap output = %q, want the owner and its password", out.String())
 	}
-	res, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	res, err := http.Get("http://" + addr + "/healthz")
 	if err != nil || res.StatusCode != 200 {
 		t.Fatalf("GET /healthz = %v, %v", res, err)
 	}
@@ -269,19 +261,13 @@ func TestServeBootstrapsAndStops(t *testing.T) {
 		t.Errorf("security headers missing: %v", res.Header)
 	}
 	res.Body.Close()
-	page, err := http.Get("http://" + ln.Addr().String() + "/")
+	page, err := http.Get("http://" + addr + "/")
 	if err != nil || page.StatusCode != 200 {
 		t.Fatalf("GET / = %v, %v", page, err)
 	}
 	page.Body.Close()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Serve() = %v, want nil", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Serve did not return after cancel")
+	if err := stop(); err != nil {
+		t.Errorf("Serve() = %v, want nil", err)
 	}
 	// A second gateway prints nothing.
 	var out2 testenv.SyncBuffer

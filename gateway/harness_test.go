@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -29,6 +31,23 @@ const (
 var testHash = sync.OnceValue(func() string { return hashPassword(testPassword) })
 
 func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(t) }
+
+// serveLoopback runs g.Serve on a loopback port until the returned stop
+// is called; stop returns what Serve returned.
+func serveLoopback(t *testing.T, g *Gateway) (addr string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx, ln) }()
+	return ln.Addr().String(), func() error {
+		cancel()
+		return <-done
+	}
+}
 
 // fakeStream stands in for the relay: it answers what it was given, and
 // keeps the stream for a test to drive its hooks.

@@ -104,16 +104,9 @@ func TestRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, ln) }()
+	_, stop := serveLoopback(t, g)
 	got := reg.wait(t, 2)
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Serve() = %v, want nil after cancel", err)
 	}
 	want := []netip.Addr{netip.MustParseAddr("127.0.0.1")}

@@ -190,9 +190,8 @@ func (c *serverCluster) waitMembers(n int) {
 	})
 }
 
-// client returns a client of the given members (all when none).
-func (c *serverCluster) client(of ...*testServer) *client.Client {
-	c.t.Helper()
+// urls are the HTTP URLs of the given members (all when none).
+func (c *serverCluster) urls(of []*testServer) []string {
 	if len(of) == 0 {
 		of = c.members
 	}
@@ -200,6 +199,13 @@ func (c *serverCluster) client(of ...*testServer) *client.Client {
 	for _, m := range of {
 		urls = append(urls, m.url())
 	}
+	return urls
+}
+
+// client returns a client of the given members (all when none).
+func (c *serverCluster) client(of ...*testServer) *client.Client {
+	c.t.Helper()
+	urls := c.urls(of)
 	if c.ca != nil {
 		return c.clientAs("operator/ops", of...)
 	}
@@ -243,13 +249,7 @@ func (c *serverCluster) identity(who string) *identity {
 // the certificate of who (ROLE/NAME).
 func (c *serverCluster) clientAs(who string, of ...*testServer) *client.Client {
 	c.t.Helper()
-	if len(of) == 0 {
-		of = c.members
-	}
-	var urls []string
-	for _, m := range of {
-		urls = append(urls, m.url())
-	}
+	urls := c.urls(of)
 	cl, err := client.New(strings.Join(urls, ","), client.Options{
 		HTTPClient: &http.Client{Transport: c.identity(who).tr},
 		RetryFor:   5 * time.Second,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -108,18 +109,8 @@ func output(t testing.TB, frames []api.Frame, kind api.FrameKind) []byte {
 // diffFrames is cmp.Diff(want, got), with a fast path for equal frames
 // (cmp is slow on thousands of frames under the race detector).
 func diffFrames(want, got []api.Frame) string {
-	if len(want) == len(got) {
-		equal := true
-		for i := range want {
-			w, g := want[i], got[i]
-			if w.Seq != g.Seq || w.Kind != g.Kind || w.Encoding != g.Encoding || !w.Time.Equal(g.Time) || !bytes.Equal(w.Data, g.Data) {
-				equal = false
-				break
-			}
-		}
-		if equal {
-			return ""
-		}
+	if slices.EqualFunc(want, got, api.Frame.Same) {
+		return ""
 	}
 	return cmp.Diff(want, got, cmpopts.EquateEmpty())
 }

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -171,18 +171,8 @@ func decodeLines(r io.Reader, each func(api.Frame)) ([]api.Frame, error) {
 // diffFrames is cmp.Diff(want, got), with a fast path for equal frames
 // (cmp compares large byte slices element by element).
 func diffFrames(want, got []api.Frame) string {
-	if len(want) == len(got) {
-		equal := true
-		for i := range want {
-			w, g := want[i], got[i]
-			if w.Seq != g.Seq || w.Kind != g.Kind || w.Encoding != g.Encoding || !w.Time.Equal(g.Time) || !bytes.Equal(w.Data, g.Data) {
-				equal = false
-				break
-			}
-		}
-		if equal {
-			return ""
-		}
+	if slices.EqualFunc(want, got, api.Frame.Same) {
+		return ""
 	}
 	return cmp.Diff(want, got, cmpopts.EquateEmpty())
 }

@@ -28,9 +28,6 @@ const (
 	exitNotFound = 127
 )
 
-// cli.ErrUsage marks a command-line error: the message is printed with the
-// usage hint and agentd exits 2.
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -19,15 +19,6 @@ Commands:
 Run "gateway COMMAND -h" for its flags.
 `
 
-// Exit statuses.
-const (
-	exitError = 1
-	exitUsage = cli.ExitUsage
-)
-
-// cli.ErrUsage marks a command-line error: the message is printed and gateway
-// exits 2.
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -38,5 +29,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"bootstrap": func(args []string, stdout, stderr io.Writer) (int, error) {
 			return 0, bootstrapCmd(args, stdout, stderr)
 		},
-	}, exitError, args, stdout, stderr)
+	}, cli.ExitError, args, stdout, stderr)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rodon-compute/rodon/gateway"
 
+	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 	"github.com/rodon-compute/rodon/scheduler/schedulertest"
@@ -64,8 +65,8 @@ func TestFlagErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := run(tc.args, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
-				t.Errorf("run(%q) = %d, stderr %q; want %d naming %q", tc.args, code, stderr.String(), exitUsage, tc.want)
+			if code := run(tc.args, &stdout, &stderr); code != cli.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("run(%q) = %d, stderr %q; want %d naming %q", tc.args, code, stderr.String(), cli.ExitUsage, tc.want)
 			}
 		})
 	}

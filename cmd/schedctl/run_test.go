@@ -345,11 +345,7 @@ func TestRunInterrupt(t *testing.T) {
 		}()
 	}
 	f.agent.onExitServed = nil
-	intr := make(chan os.Signal, 2)
-	stdout, stderr := newSyncBuffer(), newSyncBuffer()
-	done := make(chan result)
-	go func() { done <- schedctlTo(t, f.sched.url, intr, stdout, stderr, "run", "--", "sleep", "600") }()
-	stdout.waitFor(t, "working\n")
+	intr, _, done := runUntilWorking(t, f)
 	intr <- syscall.SIGINT
 	r := <-done
 	if r.code != 143 || r.stdout != "working\n" || !strings.Contains(r.stderr, "cancelling step") ||
@@ -361,14 +357,23 @@ func TestRunInterrupt(t *testing.T) {
 	}
 }
 
+// runUntilWorking runs `schedctl run -- sleep 600` against f with an
+// interrupt channel, and returns once the step printed "working".
+func runUntilWorking(t *testing.T, f *runFixture) (intr chan os.Signal, stderr *syncBuffer, done chan result) {
+	t.Helper()
+	intr = make(chan os.Signal, 2)
+	stdout := newSyncBuffer()
+	stderr = newSyncBuffer()
+	done = make(chan result)
+	go func() { done <- schedctlTo(t, f.sched.url, intr, stdout, stderr, "run", "--", "sleep", "600") }()
+	stdout.waitFor(t, "working\n")
+	return intr, stderr, done
+}
+
 // TestRunDetach: a second interrupt stops waiting; the cancel stands.
 func TestRunDetach(t *testing.T) {
 	f := newRunFixture(t, framesOf([]chunk{{api.KindStdout, "working\n"}}, nil), nil)
-	intr := make(chan os.Signal, 2)
-	stdout, stderr := newSyncBuffer(), newSyncBuffer()
-	done := make(chan result)
-	go func() { done <- schedctlTo(t, f.sched.url, intr, stdout, stderr, "run", "--", "sleep", "600") }()
-	stdout.waitFor(t, "working\n")
+	intr, stderr, done := runUntilWorking(t, f)
 	intr <- syscall.SIGINT
 	stderr.waitFor(t, "cancelling step")
 	intr <- syscall.SIGINT

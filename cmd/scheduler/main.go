@@ -24,15 +24,6 @@ A member speaks mutual TLS with its certificate, member/--node-id, from
 Run "scheduler serve -h" or "scheduler tls -h" for their flags.
 `
 
-// Exit statuses.
-const (
-	exitError = 1
-	exitUsage = cli.ExitUsage
-)
-
-// cli.ErrUsage marks a command-line error: the message is printed and scheduler
-// exits 2.
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -41,5 +32,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return cli.Main("scheduler", usage, map[string]cli.Command{
 		"serve": func(args []string, _, stderr io.Writer) (int, error) { return 0, serveCmd(args, stderr) },
 		"tls":   tlsCmd,
-	}, exitError, args, stdout, stderr)
+	}, cli.ExitError, args, stdout, stderr)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/envseal"
 )
 
@@ -21,8 +22,8 @@ func TestTLSCommands(t *testing.T) {
 	if code, _, stderr := sh("tls", "init", "--dir", dir); code != 0 {
 		t.Fatalf("tls init = %d, %s", code, stderr)
 	}
-	if code, _, stderr := sh("tls", "init", "--dir", dir); code != exitError || !strings.Contains(stderr, "already exists") {
-		t.Errorf("second tls init = %d, %q; want %d naming the existing CA", code, stderr, exitError)
+	if code, _, stderr := sh("tls", "init", "--dir", dir); code != cli.ExitError || !strings.Contains(stderr, "already exists") {
+		t.Errorf("second tls init = %d, %q; want %d naming the existing CA", code, stderr, cli.ExitError)
 	}
 	if code, out, stderr := sh("tls", "issue", "--role", "agent", "--name", "n1", "--dir", dir); code != 0 || !strings.Contains(out, "issued agent/n1") {
 		t.Fatalf("tls issue = %d, %q, %q", code, out, stderr)
@@ -45,7 +46,7 @@ func TestTLSCommands(t *testing.T) {
 	}
 	other := t.TempDir()
 	sh("tls", "init", "--dir", other)
-	if code, _, stderr := sh("tls", "show", "--cert", filepath.Join(dir, "agent-n1.crt"), "--ca", filepath.Join(other, "ca.crt")); code != exitError || !strings.Contains(stderr, "not valid under the cluster CA") {
+	if code, _, stderr := sh("tls", "show", "--cert", filepath.Join(dir, "agent-n1.crt"), "--ca", filepath.Join(other, "ca.crt")); code != cli.ExitError || !strings.Contains(stderr, "not valid under the cluster CA") {
 		t.Errorf("tls show under another CA = %d, %q; want a refusal", code, stderr)
 	}
 	for _, tc := range []struct {
@@ -59,11 +60,11 @@ func TestTLSCommands(t *testing.T) {
 		{[]string{"tls", "issue", "--role", "agent", "--name", "n1", "--dir", dir, "--valid-for", "10000h"}, "--valid-for"},
 		{[]string{"tls", "show"}, "--cert is required"},
 	} {
-		if code, _, stderr := sh(tc.args...); code != exitUsage || !strings.Contains(stderr, tc.want) {
-			t.Errorf("run(%q) = %d, %q; want %d naming %q", tc.args, code, stderr, exitUsage, tc.want)
+		if code, _, stderr := sh(tc.args...); code != cli.ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("run(%q) = %d, %q; want %d naming %q", tc.args, code, stderr, cli.ExitUsage, tc.want)
 		}
 	}
-	if code, _, stderr := sh("tls", "issue", "--role", "agent", "--name", "n2", "--dir", t.TempDir()); code != exitError || !strings.Contains(stderr, "tls init") {
+	if code, _, stderr := sh("tls", "issue", "--role", "agent", "--name", "n2", "--dir", t.TempDir()); code != cli.ExitError || !strings.Contains(stderr, "tls init") {
 		t.Errorf("tls issue without a CA = %d, %q; want a hint to run tls init", code, stderr)
 	}
 }
@@ -125,7 +126,7 @@ func TestServeEnvKeyFlag(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := run([]string{"serve", "--node-id", "m1", "--data-dir", t.TempDir(), "--raft-addr", freePort(t),
 			"--http-addr", freePort(t), "--bootstrap", "--plaintext", "--env-key", path}, &stdout, &stderr)
-		if code != exitUsage || !strings.Contains(stderr.String(), "--env-key "+path) {
+		if code != cli.ExitUsage || !strings.Contains(stderr.String(), "--env-key "+path) {
 			t.Errorf("serve --env-key %s = %d, stderr %q; want a usage error naming the flag", path, code, stderr.String())
 		}
 	}

@@ -17,8 +17,12 @@ import (
 // command's name and the program exits ExitUsage.
 var ErrUsage = errors.New("usage")
 
-// ExitUsage is the exit status of a command-line error.
-const ExitUsage = 2
+// Exit statuses of every binary: ExitError for a command that failed,
+// ExitUsage for a command-line error.
+const (
+	ExitError = 1
+	ExitUsage = 2
+)
 
 // Command runs one subcommand with its arguments. Its exit status is code
 // when err is nil.

@@ -47,7 +47,7 @@ func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 			out = append(out, what+": "+l)
 		}
 	}
-	out = append(out, processes("containerd-shim-rodon", "runsc-sandbox", "runsc-gofer", "runsc wait")...)
+	out = append(out, Processes("containerd-shim-rodon", "runsc-sandbox", "runsc-gofer", "runsc wait")...)
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {
@@ -116,8 +116,9 @@ func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 	return out
 }
 
-// processes lists running processes whose command line contains any of pats.
-func processes(pats ...string) []string {
+// Processes lists the running processes whose command line contains any
+// of pats, as "process PID: COMMAND LINE".
+func Processes(pats ...string) []string {
 	var out []string
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
