@@ -379,7 +379,9 @@ func waitLong(t *testing.T, f *recordingScheduler, d time.Duration, what string,
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("timed out waiting for %s", what)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t.Fatalf("timed out waiting for %s; reports %q", what, f.reports)
 }
 
 func dirBytes(dir string) int64 {

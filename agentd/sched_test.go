@@ -171,17 +171,5 @@ func (f *recordingScheduler) ConfirmCancel(ctx context.Context, req cluster.Conf
 
 func (f *recordingScheduler) waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		f.mu.Lock()
-		done := ok()
-		f.mu.Unlock()
-		if done {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t.Fatalf("timed out waiting for %s; reports %q", what, f.reports)
+	waitLong(t, f, 30*time.Second, what, ok)
 }

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/rodon-compute/rodon/agentd"
@@ -120,17 +118,3 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error { return cli.Parse(fs, args) }
-
-// envFlag collects repeated --env K=V flags.
-type envFlag []string
-
-func (e *envFlag) String() string { return strings.Join(*e, ",") }
-
-func (e *envFlag) Set(v string) error {
-	k, _, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("%q: want K=V", v)
-	}
-	*e = append(*e, v)
-	return nil
-}

@@ -32,7 +32,7 @@ type runFlags struct {
 	timeout    time.Duration
 	wsSize     sizeFlag
 	workspace  string
-	env        envFlag
+	env        cli.EnvFlag
 	id         string
 	record     string
 	noInternet bool

@@ -147,17 +147,3 @@ func wantNodeID(args []string) error {
 	}
 	return nil
 }
-
-// envFlag collects repeated --env K=V flags.
-type envFlag []string
-
-func (e *envFlag) String() string { return strings.Join(*e, ",") }
-
-func (e *envFlag) Set(v string) error {
-	k, _, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("%q: want K=V", v)
-	}
-	*e = append(*e, v)
-	return nil
-}

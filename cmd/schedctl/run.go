@@ -14,6 +14,7 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	icli "github.com/rodon-compute/rodon/internal/cli"
 	"github.com/rodon-compute/rodon/internal/size"
 	"github.com/rodon-compute/rodon/internal/stepfollow"
 	"github.com/rodon-compute/rodon/scheduler/client"
@@ -41,7 +42,7 @@ type runCmd struct {
 	workspaceSize string
 	outputCap     string
 	noInternet    bool
-	env           envFlag
+	env           icli.EnvFlag
 	workspace     string
 	tty           bool
 	idempotent    bool

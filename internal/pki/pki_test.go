@@ -196,17 +196,19 @@ func TestListenRefusesRawTCP(t *testing.T) {
 	}
 	ln := src.Listen(raw, pki.AllowRoles(pki.RoleMember))
 	defer ln.Close()
+	// readOne accepts a connection and reads n bytes of it into got.
 	got := make(chan error, 1)
-	go func() {
+	readOne := func(n int) {
 		c, err := ln.Accept()
 		if err != nil {
 			got <- err
 			return
 		}
 		defer c.Close()
-		_, err = c.Read(make([]byte, 1))
+		_, err = io.ReadFull(c, make([]byte, n))
 		got <- err
-	}()
+	}
+	go readOne(1)
 	c, err := net.Dial("tcp", raw.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -218,17 +220,7 @@ func TestListenRefusesRawTCP(t *testing.T) {
 	c.Close()
 
 	peer := ca.Source(t, pki.RoleMember, "m2")
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- err
-			return
-		}
-		defer c.Close()
-		b := make([]byte, 2)
-		_, err = io.ReadFull(c, b)
-		got <- err
-	}()
+	go readOne(2)
 	tc, err := peer.Dial(t.Context(), raw.Addr().String(), 5*time.Second, pki.AllowRoles(pki.RoleMember))
 	if err != nil {
 		t.Fatal(err)
