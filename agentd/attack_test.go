@@ -2,7 +2,6 @@ package agentd
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -325,7 +324,7 @@ func TestAttackYes(t *testing.T) {
 	took := time.Since(start)
 	rec := sched.exits["yes-1"]
 	kept, frames := keptOutput(t, logs, "yes-1")
-	trunc := eventsOf(frames, cluster.EventOutputTruncated)
+	trunc := api.EventsOf(frames, cluster.EventOutputTruncated)
 	t.Logf("yes for %ds: %d bytes written, %d kept, %d frames; log on disk at most %d bytes; step took %v", secs, rec.Stdout, len(kept), len(frames), maxDisk.Load(), took.Round(time.Millisecond))
 	if rec.State != cluster.StateExited || rec.ExitCode != 0 {
 		t.Fatalf("yes-1: record %+v", rec)
@@ -355,7 +354,7 @@ func TestAttackYes(t *testing.T) {
 	sched.assign(cluster.Step{ID: "yes-2", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
 	waitLong(t, sched, 3*time.Minute, "exit of yes-2", func() bool { _, ok := sched.exits["yes-2"]; return ok })
 	kept, frames = keptOutput(t, logs, "yes-2")
-	trunc = eventsOf(frames, cluster.EventOutputTruncated)
+	trunc = api.EventsOf(frames, cluster.EventOutputTruncated)
 	d := cluster.DefaultLimits.OutputBytes
 	t.Logf("200 MB with the default cap: kept %d bytes, events %+v", len(kept), trunc)
 	if int64(len(kept)) > d || int64(len(kept)) < d/2 || len(trunc) != 1 || trunc[0].Output == nil || trunc[0].Output.DroppedBytes != 200000000-int64(len(kept)) {
@@ -419,20 +418,6 @@ func keptOutput(t *testing.T, logs *logstore.Store, id cluster.StepID) ([]byte, 
 	}
 }
 
-func eventsOf(frames []api.Frame, kind string) []api.Event {
-	var out []api.Event
-	for _, f := range frames {
-		if f.Kind != api.KindEvent {
-			continue
-		}
-		var e api.Event
-		if err := jsonUnmarshal(f.Data, &e); err == nil && e.Kind == kind {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 func eventsOfCluster(evs []cluster.Event, kind string) []cluster.Event {
 	var out []cluster.Event
 	for _, e := range evs {
@@ -442,8 +427,6 @@ func eventsOfCluster(evs []cluster.Event, kind string) []cluster.Event {
 	}
 	return out
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // TestTinyWritesLogCost: a step printing 100,000 single bytes, through
 // the real stack into the agent's log, without coalescing (a frame per

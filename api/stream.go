@@ -147,6 +147,18 @@ func (f Frame) Event() (Event, error) {
 	return e, nil
 }
 
+// EventsOf returns the events of kind among frames, in order; frames that
+// are not events, or whose data is not an event, are passed over.
+func EventsOf(frames []Frame, kind string) []Event {
+	var out []Event
+	for _, f := range frames {
+		if e, err := f.Event(); err == nil && e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Exit returns the data of the exit frame.
 func (f Frame) Exit() (Exit, error) {
 	var x Exit

@@ -135,3 +135,21 @@ func TestError(t *testing.T) {
 		t.Errorf("Marshal(NewError) = %s, want %s", got, want)
 	}
 }
+
+func TestEventsOf(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	frames := []Frame{
+		NewEventFrame(1, Event{Time: now, Kind: EventPlaced, Attempt: 1}, now),
+		{Seq: 2, Kind: KindStdout, Data: json.RawMessage(`"aGk="`), Time: now},
+		NewEventFrame(3, Event{Time: now, Kind: EventOutputTruncated, Message: "first"}, now),
+		{Seq: 4, Kind: KindEvent, Data: json.RawMessage(`not json`), Time: now},
+		NewEventFrame(5, Event{Time: now, Kind: EventOutputTruncated, Message: "second"}, now),
+	}
+	got := EventsOf(frames, EventOutputTruncated)
+	if len(got) != 2 || got[0].Message != "first" || got[1].Message != "second" {
+		t.Errorf("EventsOf(output_truncated) = %+v, want the two, in order", got)
+	}
+	if got := EventsOf(frames, EventExited); len(got) != 0 {
+		t.Errorf("EventsOf(exited) = %+v, want none", got)
+	}
+}

@@ -2,7 +2,6 @@ package logstore
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,20 +30,6 @@ func diskUse(t *testing.T, s *Store) int64 {
 		}
 	}
 	return n
-}
-
-func events(frames []api.Frame, kind string) []api.Event {
-	var out []api.Event
-	for _, f := range frames {
-		if f.Kind != api.KindEvent {
-			continue
-		}
-		var e api.Event
-		if err := jsonUnmarshal(f.Data, &e); err == nil && e.Kind == kind {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // TestCoalescing writes 100,000 one-byte writes, as a step printing one
@@ -179,11 +164,11 @@ func TestOutputCap(t *testing.T) {
 	if len(tailKept) < capBytes/4 || !bytes.HasSuffix(in, tailKept) {
 		t.Errorf("the %d bytes kept after the head are not the last written (want at least %d of them)", len(tailKept), capBytes/4)
 	}
-	truncs := events(frames, cluster.EventOutputTruncated)
+	truncs := api.EventsOf(frames, cluster.EventOutputTruncated)
 	if len(truncs) != 1 || truncs[0].Output == nil || truncs[0].Output.DroppedBytes != int64(len(in)-len(kept)) || !reflect.DeepEqual(truncs[0], api.Event(ev)) {
 		t.Errorf("output_truncated events %+v (Finish: %+v), want one with dropped_bytes %d", truncs, ev, len(in)-len(kept))
 	}
-	if w := events(frames, cluster.EventWarning); len(w) != 1 || !strings.Contains(w[0].Message, "held back") {
+	if w := api.EventsOf(frames, cluster.EventWarning); len(w) != 1 || !strings.Contains(w[0].Message, "held back") {
 		t.Errorf("warning events %+v, want one saying output is held back", w)
 	}
 	t.Logf("20 MiB written, cap %d: kept %d, dropped %d; disk at most %d bytes while writing, %d after", capBytes, len(kept), truncs[0].Output.DroppedBytes, maxDisk, diskUse(t, s))
@@ -219,7 +204,7 @@ func TestOutputCapBothStreams(t *testing.T) {
 	}
 	frames := readAll(t, t.Context(), mustOpen(t, s, "both", ReadOptions{}))
 	kept := int64(len(output(t, frames, api.KindStdout)) + len(output(t, frames, api.KindStderr)))
-	truncs := events(frames, cluster.EventOutputTruncated)
+	truncs := api.EventsOf(frames, cluster.EventOutputTruncated)
 	if kept > capBytes || len(truncs) != 1 || truncs[0].Output == nil || truncs[0].Output.DroppedBytes+kept != total {
 		t.Errorf("kept %d of %d bytes, events %+v; want at most %d kept and the dropped bytes counted", kept, total, truncs, capBytes)
 	}
@@ -263,7 +248,7 @@ func TestOutputUnderCap(t *testing.T) {
 	if got := output(t, frames, api.KindStdout); !bytes.Equal(got, in) {
 		t.Errorf("kept %d bytes, want all %d written", len(got), len(in))
 	}
-	if e := events(frames, cluster.EventOutputTruncated); len(e) != 0 {
+	if e := api.EventsOf(frames, cluster.EventOutputTruncated); len(e) != 0 {
 		t.Errorf("output_truncated events %+v, want none", e)
 	}
 	for _, f := range frames {
@@ -318,5 +303,3 @@ func TestConfigLimits(t *testing.T) {
 		t.Errorf("CreateLimited(below the minimum cap) = nil error, want one")
 	}
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
