@@ -38,16 +38,21 @@ type StepRequest struct {
 	Timeout        Duration `json:"timeout,omitzero"`
 	WorkspaceBytes int64    `json:"workspace_bytes,omitempty"`
 	OutputBytes    int64    `json:"output_bytes,omitempty"`
-	Workspace      string   `json:"workspace,omitempty"`
-	NoInternet     bool     `json:"no_internet,omitempty"`
-	TTY            bool     `json:"tty,omitempty"`
+	// Workspace is a workspace of the store (ws-...); the step starts
+	// from BaseRevision, or its head when that is empty, and its changes
+	// become a revision authored by the step (Step.Revision). Library is
+	// the account library's workspace, read-only at /library.
+	Workspace    string `json:"workspace,omitempty"`
+	BaseRevision string `json:"base_revision,omitempty"`
+	Library      string `json:"library,omitempty"`
+	NoInternet   bool   `json:"no_internet,omitempty"`
+	TTY          bool   `json:"tty,omitempty"`
 	// Idempotent steps are placed again after their node is lost; others
 	// run at most once.
 	Idempotent bool `json:"idempotent,omitempty"`
-	// Node, if set, is the only node the step may be placed on: where the
-	// workspace it continues lives (the gateway sets it for the later
-	// steps of a run). The step waits in the queue while that node cannot
-	// take it.
+	// Node, if set, is the only node the step may be placed on (an
+	// operator's choice: no workspace binds a step to a node). The step
+	// waits in the queue while that node cannot take it.
 	Node string `json:"node,omitempty"`
 }
 
@@ -101,6 +106,9 @@ type Step struct {
 	Unplaceable *Unplaceable `json:"unplaceable,omitempty"`
 	// EndedAt is when the step reached its terminal state.
 	EndedAt time.Time `json:"ended_at,omitzero"`
+	// Revision is the workspace revision the step made (detached when
+	// its changes conflicted); empty when it made none.
+	Revision string `json:"revision,omitempty"`
 	// Spec is the request the step was submitted with (without its id).
 	Spec StepRequest `json:"spec"`
 	// CreateIndex and ModifyIndex are the scheduler's state indexes of

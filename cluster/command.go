@@ -43,6 +43,8 @@ const (
 	CmdStartTimeout    CommandType = 22
 	CmdCompactSteps    CommandType = 23
 	CmdAuditDrop       CommandType = 24
+	// 25 adds a workspace revision (workspace.go).
+	CmdCommitRevision CommandType = 25
 
 	IgnorableFlag CommandType = 0x80
 )
@@ -73,6 +75,7 @@ var commandNames = map[CommandType]string{
 	CmdStartTimeout:    "start_timeout",
 	CmdCompactSteps:    "compact_steps",
 	CmdAuditDrop:       "audit_drop",
+	CmdCommitRevision:  "commit_revision",
 }
 
 func (t CommandType) String() string {

@@ -42,6 +42,10 @@ type StepExit struct {
 	Attempt int        `json:"attempt"`
 	Record  ExitRecord `json:"record"`
 	At      time.Time  `json:"at"`
+	// Commit, set by the leader, is the revision the step's workspace
+	// result makes, committed with the exit in one entry (it applies only
+	// if the head is still Commit.ExpectHead; see CommitRevision).
+	Commit *CommitRevision `json:"commit,omitempty"`
 }
 
 // StepEvents appends lifecycle events an agent observed (an OOM kill,

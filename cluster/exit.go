@@ -29,6 +29,9 @@ type ExitRecord struct {
 	// Stdout and Stderr count the bytes the step wrote to each.
 	Stdout int64 `json:"stdout_bytes"`
 	Stderr int64 `json:"stderr_bytes"`
+	// Workspace is the tree the step left, for a step with a workspace
+	// (see WorkspaceResult).
+	Workspace *WorkspaceResult `json:"workspace,omitempty"`
 }
 
 // Event is one lifecycle event of a step: small, fit to be replicated

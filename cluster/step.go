@@ -66,10 +66,21 @@ type StepSpec struct {
 	Timeout        time.Duration `json:"timeout,omitempty"`
 	WorkspaceBytes int64         `json:"workspace_bytes,omitempty"`
 	OutputBytes    int64         `json:"output_bytes,omitempty"`
-	// Workspace names the workspace copied into the sandbox.
-	Workspace  string `json:"workspace,omitempty"`
-	NoInternet bool   `json:"no_internet,omitempty"`
-	TTY        bool   `json:"tty,omitempty"`
+	// Workspace is the workspace of the store (a ws-... id) the step
+	// sees a copy of at /workspace, from BaseRevision (fixed at
+	// submission: the head when none was asked for; "" when the
+	// workspace had no revision). Library is the account library's
+	// workspace, seen read-only at /library.
+	Workspace    string `json:"workspace,omitempty"`
+	BaseRevision string `json:"base_revision,omitempty"`
+	Library      string `json:"library,omitempty"`
+	// WorkspaceAccess and LibraryAccess are set only in an agent's
+	// assignments, like Env: presigned URLs the member answering made
+	// for the node. The replicated state never holds them.
+	WorkspaceAccess *WorkspaceAccess `json:"workspace_access,omitempty"`
+	LibraryAccess   *WorkspaceAccess `json:"library_access,omitempty"`
+	NoInternet      bool             `json:"no_internet,omitempty"`
+	TTY             bool             `json:"tty,omitempty"`
 	// Idempotent steps are placed again after their node is lost; others
 	// run at most once.
 	Idempotent bool `json:"idempotent"`
@@ -182,9 +193,12 @@ type Step struct {
 	// state; zero while it is not terminal (and in records made before
 	// it existed). Terminal steps are compacted out of the replicated
 	// state a retention period after it.
-	EndedAt     time.Time `json:"ended_at,omitzero"`
-	CreateIndex uint64    `json:"create_index"`
-	ModifyIndex uint64    `json:"modify_index"`
+	EndedAt time.Time `json:"ended_at,omitzero"`
+	// Revision is the workspace revision the step's changes made (a
+	// detached one when they conflicted); empty when it made none.
+	Revision    string `json:"revision,omitempty"`
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
 }
 
 // Cancel is the state of a user's request to cancel a step. A cancel is
