@@ -80,7 +80,6 @@ func (s *blobServer) count(d string) int {
 	return s.gets[d]
 }
 
-
 func newTestCache(t *testing.T, max int64) (*Cache, Metrics) {
 	t.Helper()
 	m := Metrics{
