@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,14 +15,14 @@ import (
 	"github.com/rodon-compute/rodon/cluster"
 )
 
-func startAgent(t *testing.T, rt *Runtime, sched Scheduler) (*logstore.Store, string) {
+func startAgent(t *testing.T, rt *Runtime, sched Scheduler) *logstore.Store {
 	t.Helper()
 	return startAgentWith(t, rt, sched, nil)
 }
 
 // startAgentWith is startAgent with the agent's and its log store's
 // configurations edited.
-func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentConfig, *logstore.Config)) (*logstore.Store, string) {
+func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentConfig, *logstore.Config)) *logstore.Store {
 	t.Helper()
 	cfg := logstore.DefaultConfig()
 	cfg.Dir = t.TempDir()
@@ -39,7 +37,6 @@ func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*Agent
 	acfg.Node = "n1"
 	acfg.Address = netip.MustParseAddrPort("127.0.0.1:7200")
 	acfg.Capacity = cluster.Resources{CPU: 2, MemoryBytes: 4 << 30}
-	acfg.WorkspaceRoot = t.TempDir()
 	acfg.Heartbeat = 200 * time.Millisecond
 	acfg.PollWait = time.Second
 	acfg.ProbeImage = baseImage
@@ -58,13 +55,13 @@ func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*Agent
 			t.Errorf("agent did not stop within 30s of cancel")
 		}
 	})
-	return logs, acfg.WorkspaceRoot
+	return logs
 }
 
 func TestAgentRunsAssignedStep(t *testing.T) {
 	rt := newTestRuntime(t)
 	sched := newRecordingScheduler(t)
-	_, wsRoot := startAgent(t, rt, sched)
+	startAgent(t, rt, sched)
 	sched.assign(cluster.Step{ID: "a-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: cluster.StepSpec{
 		Image: "base", Args: []string{"sh", "-c", "echo line >> log.txt; exit 3"}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
 	}})
@@ -73,8 +70,8 @@ func TestAgentRunsAssignedStep(t *testing.T) {
 	if fmt.Sprint(sched.reports) != fmt.Sprint(want) {
 		t.Errorf("reports = %q, want %q", sched.reports, want)
 	}
-	if b, err := os.ReadFile(filepath.Join(wsRoot, "ws1", "log.txt")); err != nil || string(b) != "line\n" {
-		t.Errorf("workspace log.txt = %q, %v; want one line", b, err)
+	if b, ok := sched.file("ws1", "log.txt"); b != "line\n" {
+		t.Errorf("workspace log.txt = %q, %v; want one line", b, ok)
 	}
 }
 
@@ -84,7 +81,7 @@ func TestAgentRunsAssignedStep(t *testing.T) {
 func TestAgentFailsStepWithoutItsEnv(t *testing.T) {
 	rt := newTestRuntime(t)
 	sched := newRecordingScheduler(t)
-	_, wsRoot := startAgent(t, rt, sched)
+	startAgent(t, rt, sched)
 	sched.place(cluster.Step{ID: "e-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: cluster.StepSpec{
 		Image: "base", Args: []string{"sh", "-c", "touch ran"}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
 		EnvError: "the value of environment variable K does not open with the env key of scheduler member m1",
@@ -96,7 +93,7 @@ func TestAgentFailsStepWithoutItsEnv(t *testing.T) {
 	if rec.State != cluster.StateFailed || !strings.Contains(rec.Reason, "environment variable K does not open") {
 		t.Errorf("exit record = %+v, want failed with the env error as its reason", rec)
 	}
-	if _, err := os.Stat(filepath.Join(wsRoot, "ws1", "ran")); err == nil {
+	if _, ok := sched.file("ws1", "ran"); ok {
 		t.Error("the step ran without its environment")
 	}
 }
@@ -130,7 +127,7 @@ func TestAgentNodeMaxLimits(t *testing.T) {
 	rt := newTestRuntime(t)
 	sched := newRecordingScheduler(t)
 	max := cluster.Limits{Pids: 200, Timeout: 10 * time.Minute, WorkspaceBytes: 8 << 20, OutputBytes: 1 << 20}
-	_, wsRoot := startAgentWith(t, rt, sched, func(c *AgentConfig, _ *logstore.Config) { c.MaxLimits = max })
+	startAgentWith(t, rt, sched, func(c *AgentConfig, _ *logstore.Config) { c.MaxLimits = max })
 	spec := cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
 		Pids: 100, Timeout: time.Minute, WorkspaceBytes: 4 << 20, OutputBytes: 1 << 20,
 		Args: []string{"sh", "-c", "grep 'Max processes' /proc/self/limits | awk '{print $3}' > pids; df -k /workspace | tail -n 1 > df"}}
@@ -148,11 +145,11 @@ func TestAgentNodeMaxLimits(t *testing.T) {
 	if rec := sched.exits["in-1"]; rec.State != cluster.StateExited || rec.ExitCode != 0 {
 		t.Errorf("in-1: %+v, want exited 0", rec)
 	}
-	if b, _ := os.ReadFile(filepath.Join(wsRoot, "ws1", "pids")); strings.TrimSpace(string(b)) != "100" {
+	if b, _ := sched.file("ws1", "pids"); strings.TrimSpace(b) != "100" {
 		t.Errorf("max processes inside in-1 = %q, want its pids limit 100", b)
 	}
-	b, _ := os.ReadFile(filepath.Join(wsRoot, "ws1", "df"))
-	if f := strings.Fields(string(b)); len(f) < 2 {
+	b, _ := sched.file("ws1", "df")
+	if f := strings.Fields(b); len(f) < 2 {
 		t.Errorf("df /workspace inside in-1: %q", b)
 	} else if kib, _ := strconv.Atoi(f[1]); kib > 4096 || kib < 3000 {
 		t.Errorf("df /workspace inside in-1: %d KiB, want its workspace limit of 4 MiB", kib)

@@ -34,12 +34,25 @@ type recordingScheduler struct {
 	onExit func(cluster.StepExit)
 	// registered is the last registration.
 	registered cluster.RegisterNode
+
+	// store plays the blob store and the scheduler's side of workspaces
+	// (assignments' access, uploads, the head a result becomes), which
+	// another helper is building in the scheduler: heads are the
+	// workspaces' trees by manifest digest, library the account
+	// library's, and uploads what the agent asked to upload.
+	store   *testStore
+	heads   map[string]string
+	library string
+	uploads []cluster.UploadsRequest
+	// refuseUploads answers every Uploads with a 403.
+	refuseUploads bool
 }
 
 func newRecordingScheduler(t *testing.T) *recordingScheduler {
 	c := schedulertest.New(t, schedulertest.Options{})
 	return &recordingScheduler{t: t, c: c, cl: c.Client(), steps: map[cluster.StepID]cluster.Step{},
-		exits: map[cluster.StepID]cluster.ExitRecord{}, events: map[cluster.StepID][]cluster.Event{}}
+		exits: map[cluster.StepID]cluster.ExitRecord{}, events: map[cluster.StepID][]cluster.Event{},
+		store: newTestStore(t), heads: map[string]string{}}
 }
 
 // assign submits st's spec as step st.ID, for node st.Node only: the
@@ -119,7 +132,36 @@ func (f *recordingScheduler) Heartbeat(ctx context.Context, req cluster.Heartbea
 
 func (f *recordingScheduler) Assignments(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (uint64, []cluster.Step, error) {
 	a, err := f.cl.Assignments(ctx, node, index, wait)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, st := range a.Steps {
+		if ws := st.Spec.Workspace; ws != "" {
+			a.Steps[i].Spec.WorkspaceAccess = f.store.access(ws, f.heads[ws], false)
+		}
+		if f.library != "" {
+			a.Steps[i].Spec.LibraryAccess = f.store.access("library", f.library, true)
+		}
+	}
 	return a.Index, a.Steps, err
+}
+
+func (f *recordingScheduler) Uploads(ctx context.Context, req cluster.UploadsRequest) (cluster.UploadsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.uploads = append(f.uploads, req)
+	if f.refuseUploads {
+		return cluster.UploadsResponse{}, refused(&client.Error{Status: 403, Code: api.CodeForbidden, Message: "refused by the test"})
+	}
+	return f.store.uploads(req), nil
+}
+
+// file is the content of path in workspace ws's head, and whether it is
+// there.
+func (f *recordingScheduler) file(ws, path string) (string, bool) {
+	f.mu.Lock()
+	head := f.heads[ws]
+	f.mu.Unlock()
+	return f.store.file(head, path)
 }
 
 func (f *recordingScheduler) StepPhase(ctx context.Context, req cluster.StepPhase) error {
@@ -161,6 +203,12 @@ func (f *recordingScheduler) StepExit(ctx context.Context, req cluster.StepExit)
 	f.steps[req.Record.Step] = st
 	f.exits[req.Record.Step] = req.Record
 	f.reports = append(f.reports, fmt.Sprintf("exit %d %s", req.Record.ExitCode, req.Record.TerminatedBy))
+	if res := req.Record.Workspace; res != nil {
+		// The commit: the result becomes the head (no rebase here).
+		if s, ok := f.c.State().Step(req.Record.Step); ok {
+			f.heads[s.Spec.Workspace] = res.Manifest
+		}
+	}
 	return err
 }
 

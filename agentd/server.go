@@ -142,6 +142,9 @@ func (s *Server) run(ctx context.Context) error {
 		return err
 	}
 	defer rt.Close()
+	if cfg.Agent.BlobClient == nil {
+		cfg.Agent.BlobClient = blobClient(s.sched.tr)
+	}
 	agent, err := NewAgent(cfg.Agent, rt, s.sched, s.logs, logger)
 	if err != nil {
 		return err

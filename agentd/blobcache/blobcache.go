@@ -120,9 +120,6 @@ type fetch struct {
 
 // New returns a cache of cfg.Dir; it touches no file (Load does).
 func New(cfg Config, logger *slog.Logger) (*Cache, error) {
-	if cfg.Dir == "" {
-		return nil, errors.New("blob cache: no directory")
-	}
 	if cfg.MaxBytes < 0 {
 		return nil, fmt.Errorf("blob cache: size %d: must not be negative", cfg.MaxBytes)
 	}
@@ -149,6 +146,9 @@ func (c *Cache) Dir() string { return c.cfg.Dir }
 // and indexes the blobs there (the oldest first), evicting past the
 // bound.
 func (c *Cache) Load() error {
+	if c.cfg.Dir == "" {
+		return errors.New("blob cache: no directory")
+	}
 	if err := os.MkdirAll(c.cfg.Dir, 0o700); err != nil {
 		return fmt.Errorf("create blob cache: %w", err)
 	}

@@ -216,7 +216,11 @@ func TestEviction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relBC, err := c.Get(t.Context(), []Blob{b, cc})
+	relB, err := c.Get(t.Context(), []Blob{b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relC, err := c.Get(t.Context(), []Blob{cc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +230,8 @@ func TestEviction(t *testing.T) {
 			t.Errorf("pinned blob %s evicted", x.Digest)
 		}
 	}
-	relBC()
+	relB()
+	relC()
 	// b and c are free; a, the oldest, is pinned: b goes.
 	if !c.Has(a.Digest) || c.Has(b.Digest) || !c.Has(cc.Digest) {
 		t.Errorf("after releasing b and c: has a %v b %v c %v; want a and c", c.Has(a.Digest), c.Has(b.Digest), c.Has(cc.Digest))
