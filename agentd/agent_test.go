@@ -6,13 +6,19 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/manifest"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 func startAgent(t *testing.T, rt *Runtime, sched Scheduler) *logstore.Store {
@@ -161,4 +167,135 @@ func TestAgentNodeMaxLimits(t *testing.T) {
 	if !rec.Phases.Created.IsZero() {
 		t.Errorf("past-1 had a sandbox created: %+v", rec.Phases)
 	}
+}
+
+// TestAgentWorkspaceFromStore: a step sees at /workspace the revision its
+// assignment names (materialised from the blob cache, modes kept) and the
+// library read-only at /library; what it leaves comes back as a result
+// manifest with the contents' digests, uploaded with only the blobs the
+// store lacked, and reported with its exit; the link it planted to a host
+// file is not in it. A step that changes nothing reports no result; one
+// whose upload fails reports its exit without one and says so. Nothing of
+// the attempts stays on the node. (The scheduler's side of assignments,
+// uploads and commits is played by recordingScheduler: it is built at
+// the same time in the scheduler.)
+func TestAgentWorkspaceFromStore(t *testing.T) {
+	rt := newTestRuntime(t)
+	sched := newRecordingScheduler(t)
+	base := sched.store.commit(map[string]string{"in.txt": "hello\n", "tool.sh*": "#!/bin/sh\necho tool ran\n", "gone.txt": "x"})
+	sched.heads["ws1"] = base
+	sched.library = sched.store.commit(map[string]string{"ref.txt": "reference\n"})
+	startAgent(t, rt, sched)
+	script := `cat in.txt > seen.txt; ./tool.sh >> seen.txt; echo made > out.txt; rm gone.txt; mkdir empty
+cat /library/ref.txt > lib.txt
+if echo x > /library/ref.txt || touch /library/new; then echo yes > library-writable; fi
+ln -s /etc/passwd passwd; ln -s in.txt alias`
+	spec := cluster.StepSpec{Image: "base", Args: []string{"sh", "-c", script}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1"}
+	sched.assign(cluster.Step{ID: "w-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
+	sched.waitFor(t, "the exit of w-1", func() bool { _, ok := sched.exits["w-1"]; return ok })
+	sched.mu.Lock()
+	rec, uploads, events := sched.exits["w-1"], slices.Clone(sched.uploads), slices.Clone(sched.events["w-1"])
+	head := sched.heads["ws1"]
+	sched.mu.Unlock()
+	if rec.State != cluster.StateExited || rec.ExitCode != 0 || rec.Workspace == nil || rec.Workspace.Base != base || rec.Workspace.Manifest != head {
+		t.Fatalf("exit record %+v (workspace %+v), want exited 0 with a result from %s", rec, rec.Workspace, base)
+	}
+	m := sched.store.tree(head)
+	for p, want := range map[string]string{"seen.txt": "hello\ntool ran\n", "out.txt": "made\n", "lib.txt": "reference\n", "in.txt": "hello\n"} {
+		e, ok := m.Lookup(p)
+		got, _ := sched.store.file(head, p)
+		if !ok || got != want || e.SHA256 != manifest.Digest([]byte(want)) || e.Mode != 0o644 {
+			t.Errorf("result %s: %+v, %q; want %q, mode 0644, its digest", p, e, got, want)
+		}
+	}
+	if e, _ := m.Lookup("tool.sh"); e.Mode != 0o755 {
+		t.Errorf("tool.sh in the result: %+v, want mode 0755", e)
+	}
+	if e, ok := m.Lookup("alias"); !ok || e.Type != manifest.Symlink || e.Target != "in.txt" {
+		t.Errorf("alias in the result: %+v, %v; want a link to in.txt", e, ok)
+	}
+	for _, p := range []string{"passwd", "gone.txt", "library-writable"} {
+		if e, ok := m.Lookup(p); ok {
+			t.Errorf("result holds %s: %+v", p, e)
+		}
+	}
+	if e, ok := m.Lookup("empty"); !ok || e.Type != manifest.Dir {
+		t.Errorf("empty directory in the result: %+v, %v", e, ok)
+	}
+	// Only what the store lacked was asked for: not in.txt nor tool.sh.
+	if len(uploads) != 1 {
+		t.Fatalf("uploads %+v, want one request", uploads)
+	}
+	for _, b := range uploads[0].Blobs {
+		if b.SHA256 == manifest.Digest([]byte("hello\n")) {
+			t.Errorf("the upload asked for in.txt, which the base has")
+		}
+	}
+	var fc *api.FilesChanged
+	var dropped bool
+	for _, e := range events {
+		switch {
+		case e.Kind == cluster.EventFilesChanged:
+			fc = e.Files
+		case e.Kind == cluster.EventWarning && e.Warning.Cause == api.WarningWorkspacePathsDropped:
+			dropped = strings.Contains(e.Message, "passwd -> /etc/passwd")
+		}
+	}
+	if fc == nil || !slices.Equal(fc.Added, []string{"alias", "empty", "lib.txt", "out.txt", "seen.txt"}) || !slices.Equal(fc.Removed, []string{"gone.txt"}) || len(fc.Modified) != 0 {
+		t.Errorf("files_changed %+v, want the diff of the manifests", fc)
+	}
+	if !dropped {
+		t.Errorf("no warning that the link to /etc/passwd was dropped: %+v", events)
+	}
+
+	// Nothing changed: no result, nothing uploaded.
+	spec.Args = []string{"cat", "in.txt"}
+	sched.assign(cluster.Step{ID: "w-2", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
+	sched.waitFor(t, "the exit of w-2", func() bool { _, ok := sched.exits["w-2"]; return ok })
+	sched.mu.Lock()
+	if rec := sched.exits["w-2"]; rec.ExitCode != 0 || rec.Workspace != nil || len(sched.uploads) != 1 {
+		t.Errorf("unchanged tree: %+v (workspace %+v), %d upload requests; want exit 0, no result, no upload", rec, rec.Workspace, len(sched.uploads))
+	}
+	sched.mu.Unlock()
+
+	// Every upload fails: the exit is reported without a result.
+	sched.store.mu.Lock()
+	sched.store.failPuts = 100
+	sched.store.mu.Unlock()
+	spec.Args = []string{"sh", "-c", "echo lost > lost.txt"}
+	sched.assign(cluster.Step{ID: "w-3", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
+	waitLong(t, sched, time.Minute, "the exit of w-3", func() bool { _, ok := sched.exits["w-3"]; return ok })
+	sched.mu.Lock()
+	rec, events = sched.exits["w-3"], sched.events["w-3"]
+	sched.mu.Unlock()
+	if rec.ExitCode != 0 || rec.Workspace != nil {
+		t.Errorf("failed upload: %+v (workspace %+v), want exit 0 without a result", rec, rec.Workspace)
+	}
+	if ws := eventsOfCluster(events, cluster.EventWarning); len(ws) == 0 || ws[len(ws)-1].Warning.Cause != api.WarningWorkspaceNotSaved {
+		t.Errorf("failed upload: warnings %+v, want workspace_not_saved", ws)
+	}
+	if _, ok := sched.file("ws1", "lost.txt"); ok {
+		t.Error("lost.txt is in the head")
+	}
+	sched.waitFor(t, "cleanup of w-3", func() bool { return sched.reports[len(sched.reports)-1] == "cleaned up" })
+	noTrees(t, rt)
+}
+
+// noTrees fails t if an attempt's tree or a temporary file of the blob
+// cache is left on the node.
+func noTrees(t *testing.T, rt *Runtime) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		ents, _ := os.ReadDir(treesDir(rt.cfg))
+		if len(ents) > 0 {
+			return fmt.Errorf("attempt trees left: %v", ents)
+		}
+		return nil
+	})
+	filepath.WalkDir(filepath.Join(rt.cfg.DataDir, "blob-cache"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".tmp-") {
+			t.Errorf("blob cache temporary file left: %s", p)
+		}
+		return nil
+	})
 }
