@@ -160,11 +160,16 @@ func (r *stepRun) saveWorkspace(ctx context.Context, lg *logstore.Log, acc *clus
 	if len(drops) > 0 {
 		r.event(ctx, lg, droppedEvent(drops, warning))
 	}
+	// The event says what the revision holds: it is sent once the
+	// result is uploaded (or there is none to upload).
 	diff := manifest.Diff(r.trees.base, m)
-	r.event(ctx, lg, filesChangedEvent(treecopy.Changes{Added: diff.Added, Modified: diff.Modified, Removed: diff.Removed}, time.Now().UTC()))
+	changed := func() {
+		r.event(ctx, lg, filesChangedEvent(treecopy.Changes{Added: diff.Added, Modified: diff.Modified, Removed: diff.Removed}, time.Now().UTC()))
+	}
 	b, digest := manifest.Encode(m)
 	base := acc.Manifest
 	if digest == base || base == "" && len(m.Entries) == 0 {
+		changed()
 		return nil, nil // unchanged: no revision
 	}
 	_, relManifest, err := r.a.cache.Put(b)
@@ -185,6 +190,7 @@ func (r *stepRun) saveWorkspace(ctx context.Context, lg *logstore.Log, acc *clus
 	if err := r.upload(ctx, blobs, sizes); err != nil {
 		return nil, err
 	}
+	changed()
 	return &cluster.WorkspaceResult{Base: base, Manifest: digest}, nil
 }
 

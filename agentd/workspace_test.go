@@ -2,6 +2,7 @@ package agentd
 
 import (
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -184,5 +185,31 @@ func TestMaterialiseRefuses(t *testing.T) {
 	release()
 	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
 		t.Errorf("empty workspace dir: %v, %v", ents, err)
+	}
+}
+
+type recordTrip struct{ got []string }
+
+func (r *recordTrip) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.got = append(r.got, req.URL.String())
+	return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req}, nil
+}
+
+// TestBlobTransport: the scheduler's own blob URLs go over the cluster's
+// mutual TLS, an S3 store's presigned URLs with the system's roots.
+func TestBlobTransport(t *testing.T) {
+	cl, pub := &recordTrip{}, &recordTrip{}
+	c := &http.Client{Transport: blobTransport{cluster: cl, public: pub}}
+	local := "https://10.0.0.1:7100/v1/blobs/" + manifest.Digest(nil) + "?method=GET&expires=1&size=0&sig=ab"
+	s3 := "https://bucket.s3.example.com/v1/blobs/x?X-Amz-Signature=ab"
+	for _, u := range []string{local, s3} {
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if !slices.Equal(cl.got, []string{local}) || !slices.Equal(pub.got, []string{s3}) {
+		t.Errorf("cluster transport got %q, public %q", cl.got, pub.got)
 	}
 }
