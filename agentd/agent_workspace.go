@@ -51,6 +51,17 @@ func (r *stepRun) prepareTrees(ctx context.Context, st *Step) error {
 	if err := os.Mkdir(r.trees.dir, 0o755); err != nil {
 		return fmt.Errorf("create the attempt's tree directory: %w", err)
 	}
+	// A fetch that hangs ends when the scheduler gives up on the attempt
+	// (or cancels it).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if ws != nil {
 		dir := filepath.Join(r.trees.dir, "workspace")
 		m, release, err := r.a.materialise(ctx, ws, dir, r.limits.WorkspaceBytes)

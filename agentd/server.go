@@ -143,7 +143,9 @@ func (s *Server) run(ctx context.Context) error {
 	}
 	defer rt.Close()
 	if cfg.Agent.BlobClient == nil {
-		cfg.Agent.BlobClient = blobClient(s.sched.tr)
+		hc, closeIdle := blobClient(s.sched.tr)
+		defer closeIdle()
+		cfg.Agent.BlobClient = hc
 	}
 	agent, err := NewAgent(cfg.Agent, rt, s.sched, s.logs, logger)
 	if err != nil {

@@ -125,12 +125,13 @@ func (t blobTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.public.RoundTrip(req)
 }
 
-// blobClient is the agent's client of presigned blob URLs; tr is the
-// scheduler client's mutual-TLS transport (nil in plaintext mode).
-func blobClient(tr *http.Transport) *http.Client {
-	public := http.DefaultTransport
+// blobClient is the agent's client of presigned blob URLs, and the func
+// that closes its idle connections; tr is the scheduler client's
+// mutual-TLS transport (nil in plaintext mode), which its owner closes.
+func blobClient(tr *http.Transport) (*http.Client, func()) {
+	public := http.DefaultTransport.(*http.Transport).Clone()
 	if tr == nil {
-		return &http.Client{Transport: public}
+		return &http.Client{Transport: public}, public.CloseIdleConnections
 	}
-	return &http.Client{Transport: blobTransport{cluster: tr, public: public}}
+	return &http.Client{Transport: blobTransport{cluster: tr, public: public}}, public.CloseIdleConnections
 }
