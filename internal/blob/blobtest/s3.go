@@ -100,8 +100,13 @@ func StartS3(t testing.TB) blob.S3Config {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", Weed, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed once weed has exited and been reaped (waitErr set).
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		// Killed: its data is thrown away, and its graceful stop (SIGTERM)
 		// takes more than 15s, mostly waiting.
@@ -117,7 +122,7 @@ func StartS3(t testing.TB) blob.S3Config {
 			t.Errorf("SeaweedFS left processes: %v", left)
 		}
 	})
-	if err := waitS3(cfg, exited); err != nil {
+	if err := waitS3(cfg, exited, &waitErr); err != nil {
 		log, _ := os.ReadFile(logf.Name())
 		if len(log) > 8000 {
 			log = log[len(log)-8000:]
@@ -132,7 +137,7 @@ func StartS3(t testing.TB) blob.S3Config {
 }
 
 // waitS3 waits until the server stores and reads back an object.
-func waitS3(cfg blob.S3Config, exited <-chan error) error {
+func waitS3(cfg blob.S3Config, exited <-chan struct{}, waitErr *error) error {
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Region:       cfg.Region,
@@ -148,8 +153,8 @@ func waitS3(cfg blob.S3Config, exited <-chan error) error {
 			return nil
 		}
 		select {
-		case werr := <-exited:
-			return fmt.Errorf("exited (%v) before it answered: %w", werr, err)
+		case <-exited:
+			return fmt.Errorf("exited (%v) before it answered: %w", *waitErr, err)
 		case <-time.After(250 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
