@@ -2,6 +2,8 @@ package agentd
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,19 +13,19 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/blob"
 	"github.com/rodon-compute/rodon/internal/manifest"
 )
 
-// testStore stands in for the scheduler's blob store and its presigned
-// URLs, on loopback: GET and PUT /v1/blobs/{digest}?sig=test, a PUT
-// verified against its digest, as blob.Local's handler does. The
+// testStore is the scheduler's blob store (blob.Local, its signed URLs
+// and their handler) on loopback, counting the requests by digest; the
 // scheduler side of assignments and uploads (another helper's) is played
 // by recordingScheduler with it.
 type testStore struct {
-	srv *httptest.Server
+	srv   *httptest.Server
+	local *blob.Local
 
-	mu    sync.Mutex
-	blobs map[string][]byte
+	mu sync.Mutex
 	// gets and puts count the requests by digest.
 	gets, puts map[string]int
 	// failPuts fails the next PUTs with 503.
@@ -31,53 +33,66 @@ type testStore struct {
 }
 
 func newTestStore(t *testing.T) *testStore {
-	s := &testStore{blobs: map[string][]byte{}, gets: map[string]int{}, puts: map[string]int{}}
+	s := &testStore{gets: map[string]int{}, puts: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
+	key := make([]byte, 32)
+	rand.Read(key)
+	var err error
+	if s.local, err = blob.NewLocal(t.TempDir(), key, s.srv.URL); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
 func (s *testStore) serve(w http.ResponseWriter, r *http.Request) {
 	d := strings.TrimPrefix(r.URL.Path, "/v1/blobs/")
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	fail := false
 	switch r.Method {
 	case http.MethodGet:
 		s.gets[d]++
-		b, ok := s.blobs[d]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Write(b)
 	case http.MethodPut:
 		s.puts[d]++
 		if s.failPuts > 0 {
 			s.failPuts--
-			http.Error(w, "unavailable", http.StatusServiceUnavailable)
-			return
+			fail = true
 		}
-		b, err := io.ReadAll(r.Body)
-		if err != nil || manifest.Digest(b) != d {
-			http.Error(w, "digest mismatch", http.StatusBadRequest)
-			return
-		}
-		s.blobs[d] = b
-		w.WriteHeader(http.StatusCreated)
-	default:
-		http.Error(w, "method", http.StatusMethodNotAllowed)
 	}
+	s.mu.Unlock()
+	if fail {
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	s.local.Handler().ServeHTTP(w, r)
 }
 
-func (s *testStore) url(d string) string { return s.srv.URL + "/v1/blobs/" + d + "?sig=test" }
+func (s *testStore) url(d string) string {
+	u, err := s.local.PresignGet(context.Background(), d, time.Hour)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}
 
 // add stores b and returns its digest.
 func (s *testStore) add(b []byte) string {
 	d := manifest.Digest(b)
-	s.mu.Lock()
-	s.blobs[d] = b
-	s.mu.Unlock()
+	if err := s.local.Put(context.Background(), d, bytes.NewReader(b), int64(len(b))); err != nil {
+		panic(err)
+	}
 	return d
+}
+
+// read is blob d, or nil.
+func (s *testStore) read(d string) []byte {
+	f, _, err := s.local.Open(context.Background(), d)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	return b
 }
 
 // commit stores a tree of files (path -> content, mode 0644; a path
@@ -113,10 +128,7 @@ func (s *testStore) access(ws, digest string, readOnly bool) *cluster.WorkspaceA
 
 // tree is the manifest stored as digest.
 func (s *testStore) tree(digest string) *manifest.Manifest {
-	s.mu.Lock()
-	b := s.blobs[digest]
-	s.mu.Unlock()
-	m, err := manifest.Decode(bytes.NewReader(b), manifest.MaxEncodedBytes, manifest.DefaultLimits)
+	m, err := manifest.Decode(bytes.NewReader(s.read(digest)), manifest.MaxEncodedBytes, manifest.DefaultLimits)
 	if err != nil {
 		panic(err)
 	}
@@ -133,21 +145,22 @@ func (s *testStore) file(digest, path string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.blobs[e.SHA256]
-	return string(b), ok
+	b := s.read(e.SHA256)
+	return string(b), b != nil
 }
 
 // uploads answers an UploadsRequest: PUT URLs for what the store lacks.
 func (s *testStore) uploads(req cluster.UploadsRequest) cluster.UploadsResponse {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := cluster.UploadsResponse{URLs: map[string]string{}, Expires: time.Now().Add(time.Hour)}
 	for _, b := range req.Blobs {
-		if _, ok := s.blobs[b.SHA256]; !ok {
-			out.URLs[b.SHA256] = s.url(b.SHA256)
+		if _, err := s.local.Stat(context.Background(), b.SHA256); err == nil {
+			continue
 		}
+		u, err := s.local.PresignPut(context.Background(), b.SHA256, b.Size, time.Hour)
+		if err != nil {
+			panic(err)
+		}
+		out.URLs[b.SHA256] = u
 	}
 	return out
 }
