@@ -106,7 +106,7 @@ func (s *schedulerClient) ConfirmCancel(ctx context.Context, c cluster.ConfirmCa
 }
 
 func (s *schedulerClient) Uploads(ctx context.Context, u cluster.UploadsRequest) (cluster.UploadsResponse, error) {
-	res, err := s.c.Uploads(ctx, u)
+	res, err := s.c.AgentUploads(ctx, u)
 	return res, refusedReport(err)
 }
 
