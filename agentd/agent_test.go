@@ -143,6 +143,8 @@ func TestAgentNodeMaxLimits(t *testing.T) {
 	// there, as an older scheduler might.
 	sched.place(cluster.Step{ID: "past-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
 	sched.waitFor(t, "both exits", func() bool { return len(sched.exits) == 2 })
+	pids, _ := sched.file("ws1", "pids")
+	b, _ := sched.file("ws1", "df")
 	sched.mu.Lock()
 	defer sched.mu.Unlock()
 	if sched.registered.MaxLimits != max {
@@ -151,10 +153,9 @@ func TestAgentNodeMaxLimits(t *testing.T) {
 	if rec := sched.exits["in-1"]; rec.State != cluster.StateExited || rec.ExitCode != 0 {
 		t.Errorf("in-1: %+v, want exited 0", rec)
 	}
-	if b, _ := sched.file("ws1", "pids"); strings.TrimSpace(b) != "100" {
-		t.Errorf("max processes inside in-1 = %q, want its pids limit 100", b)
+	if strings.TrimSpace(pids) != "100" {
+		t.Errorf("max processes inside in-1 = %q, want its pids limit 100", pids)
 	}
-	b, _ := sched.file("ws1", "df")
 	if f := strings.Fields(b); len(f) < 2 {
 		t.Errorf("df /workspace inside in-1: %q", b)
 	} else if kib, _ := strconv.Atoi(f[1]); kib > 4096 || kib < 3000 {
