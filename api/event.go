@@ -142,6 +142,10 @@ const (
 	// the rest is held back until the step ends (the event's Output says
 	// how much is kept).
 	WarningOutputHeldBack = "output_held_back"
+	// WarningWorkspaceNotSaved: the step's workspace result could not be
+	// committed (a manifest that does not validate, a blob it names
+	// missing from the store); the step made no revision.
+	WarningWorkspaceNotSaved = "workspace_not_saved"
 )
 
 // Causes of a step that failed on its node (Exit.Cause, Step.Cause, an
@@ -173,4 +177,9 @@ const (
 	CauseAgentRestarted = "agent_restarted"
 	// CauseNodeError: anything else that went wrong on the node.
 	CauseNodeError = "node_error"
+	// CauseWorkspaceConflict: the step's changes conflict with a revision
+	// committed since its base (the same path changed on both sides); they
+	// are kept as a detached revision (Step.Revision), the reason names
+	// the path and the revisions.
+	CauseWorkspaceConflict = "workspace_conflict"
 )
