@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
@@ -126,6 +128,10 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error
 			steps := st.Assignments(node)
 			for i := range steps {
 				steps[i] = s.openEnv(steps[i])
+				if steps[i], err = s.openWorkspace(r.Context(), steps[i]); err != nil {
+					return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
+						Message: fmt.Sprintf("assignments of node %s: %v", node, err), RetryAfter: time.Second}
+				}
 			}
 			writeIndexed(w, http.StatusOK, idx, assignmentsAnswer{Index: idx, Steps: steps})
 			return nil
@@ -231,6 +237,9 @@ func (s *Server) handleExit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	c.At = s.now()
+	if c.Record.Workspace != nil {
+		return s.exitWithWorkspace(w, r, c)
+	}
 	return s.applyReport(w, r, c)
 }
 
@@ -255,11 +264,7 @@ func (s *Server) applyReport(w http.ResponseWriter, r *http.Request, c cluster.C
 	if _, err := s.raft.Apply(r.Context(), c); err != nil {
 		return err
 	}
-	idx := s.fsm.State().Index()
-	writeIndexed(w, http.StatusOK, idx, struct {
-		Index uint64 `json:"index"`
-	}{idx})
-	return nil
+	return s.answerIndex(w)
 }
 
 // trimInvalid drops the ErrInvalid suffix of a validation error.

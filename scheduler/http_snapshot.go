@@ -43,11 +43,12 @@ func decodeSnapshotDocument(w http.ResponseWriter, r *http.Request) (snapshotDat
 }
 
 // handleRestore replaces the nodes and steps with those of a snapshot
-// document. The document's member records, records and audit entries are
-// not restored: the record store and the audit log stay as they are, since
-// bringing back old records would revive revoked keys and sessions and move
-// record versions back (breaking compare-and-set), and the audit log is
-// never rewritten.
+// document. The document's member records, records, workspaces and audit
+// entries are not restored: the record store, the workspaces and the
+// audit log stay as they are, since bringing back old records would
+// revive revoked keys and sessions and move record versions and workspace
+// heads back (breaking compare-and-set), and the audit log is never
+// rewritten.
 func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
 	d, err := decodeSnapshotDocument(w, r)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/blob"
 	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 )
@@ -84,6 +85,12 @@ type Config struct {
 	// Nil makes New generate an ephemeral key, which it logs: fit only for
 	// a single member whose steps do not outlive it.
 	EnvKey *envseal.Key
+	// Blobs is the blob store of the workspaces' contents (--blob-store):
+	// only the scheduler holds one. A store with a Handler() method (the
+	// local store) is served at /v1/blobs/ for its signed URLs. Nil: the
+	// member serves no workspace contents (its workspace routes answer
+	// 503), fit for tests of other things.
+	Blobs blob.Store
 	// Testing is what tests inject in place of the real thing; its zero
 	// value is what `scheduler serve` runs.
 	Testing Testing
@@ -155,6 +162,11 @@ type Server struct {
 	fwd *http.Client
 	// envKey seals and opens step environment values (env.go).
 	envKey *envseal.Key
+	// blobs is cfg.Blobs; manifests caches parsed manifests; wsLocks
+	// serialises each workspace's commits while this member leads.
+	blobs     blob.Store
+	manifests *manifestCache
+	wsLocks   workspaceLocks
 	// now is the leader's clock; tests may replace it before Run.
 	now func() time.Time
 	// loops counts the leader loops running.
@@ -228,6 +240,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		fwd:    &http.Client{Transport: memberTransport(cfg.TLS)},
 		envKey: envKey,
 		now:    func() time.Time { return time.Now().UTC() },
+
+		blobs:     cfg.Blobs,
+		manifests: newManifestCache(manifestCacheEntries),
 	}
 	if cfg.Testing.Now != nil {
 		s.now = cfg.Testing.Now
