@@ -49,7 +49,11 @@ func TestApplyCommitRevision(t *testing.T) {
 		{"bad id", commit("r3", "rev-2"), ErrInvalid},
 		{"bad workspace", func() cluster.CommitRevision { c := commit("rev-3", "rev-2"); c.Revision.Workspace = "a"; return c }(), ErrInvalid},
 		{"bad manifest", func() cluster.CommitRevision { c := commit("rev-3", "rev-2"); c.Revision.Manifest = "x"; return c }(), ErrInvalid},
-		{"no author", func() cluster.CommitRevision { c := commit("rev-3", "rev-2"); c.Revision.Author = api.Author{}; return c }(), ErrInvalid},
+		{"no author", func() cluster.CommitRevision {
+			c := commit("rev-3", "rev-2")
+			c.Revision.Author = api.Author{}
+			return c
+		}(), ErrInvalid},
 		{"detached without paths", detached("rev-3", "rev-1"), ErrInvalid},
 		{"parent of another workspace", detached("rev-3", "rev-9", "f"), ErrInvalid},
 		{"a step's revision with no step", func() cluster.CommitRevision { c := commit("rev-3", "rev-2"); c.Revision.Step = "s1"; return c }(), ErrNotFound},

@@ -27,7 +27,11 @@ func splitLines(s string) []string {
 	if s == "" {
 		return nil
 	}
-	return strings.SplitAfter(strings.TrimSuffix(s, "\n"), "\n")
+	l := strings.SplitAfter(s, "\n")
+	if l[len(l)-1] == "" {
+		l = l[:len(l)-1]
+	}
+	return l
 }
 
 // diffOp is one line of an edit script: ' ', '-' or '+'.
@@ -76,12 +80,12 @@ func diffLines(a, b []string) []diffOp {
 				ops = append(ops, diffOp{' ', ma[i]})
 				i++
 				j++
-			case j < m && (i == n || lcs[i*(m+1)+j+1] >= lcs[(i+1)*(m+1)+j]):
-				ops = append(ops, diffOp{'+', mb[j]})
-				j++
-			default:
+			case i < n && (j == m || lcs[(i+1)*(m+1)+j] >= lcs[i*(m+1)+j+1]):
 				ops = append(ops, diffOp{'-', ma[i]})
 				i++
+			default:
+				ops = append(ops, diffOp{'+', mb[j]})
+				j++
 			}
 		}
 	}
