@@ -168,7 +168,7 @@ var matrixRows = map[string][]matrixCase{
 // matrixRows.
 func newMatrixCluster(t *testing.T) *serverCluster {
 	t.Helper()
-	c := newTLSCluster(t, 1, func(cfg *Config) { cfg.NodeTTL = time.Hour; cfg.Blobs = newMemStore() })
+	c := newTLSCluster(t, 1, func(cfg *Config) { cfg.NodeTTL = time.Hour })
 	applyFixture(t, c)
 	return c
 }

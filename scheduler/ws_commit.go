@@ -295,3 +295,17 @@ func (s *Server) missingBlobs(ctx context.Context, baseM, mine *manifest.Manifes
 	}
 	return nil
 }
+
+// warnLocalStore warns when this member's own local store (DATA-DIR/blobs)
+// serves a cluster of more than one member: a revision's blobs are then on
+// one member's disk only (docs/design/workspaces.md, 0.6). A directory
+// the members share (local:///PATH) or S3 is what a cluster wants.
+func (s *Server) warnLocalStore() {
+	if !s.ownBlobs || s.cfg.BlobStore != "local" {
+		return
+	}
+	if n := len(s.fsm.State().Members()); n > 1 {
+		s.logger.Warn("a local blob store in this member's data dir serves a cluster of several members: "+
+			"workspace contents live on one member's disk; use --blob-store local:///SHARED/PATH or s3://...", "members", n)
+	}
+}

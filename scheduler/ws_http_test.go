@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,24 +24,19 @@ import (
 	"github.com/rodon-compute/rodon/internal/manifest"
 )
 
-// wsFixture is one member with TLS and a blob store, node n1 (and n2)
-// registered: the workspace API, steps with workspaces and their agents.
+// wsFixture is one member with TLS and its local blob store (blob.Local
+// in its data dir), node n1 (and n2) registered: the workspace API, steps
+// with workspaces and their agents.
 type wsFixture struct {
-	t     *testing.T
-	c     *serverCluster
-	m     *testServer
-	store *memStore
+	t *testing.T
+	c *serverCluster
+	m *testServer
 }
 
 func newWSFixture(t *testing.T) *wsFixture {
 	t.Helper()
-	store := newMemStore()
-	c := newTLSCluster(t, 1, func(cfg *Config) {
-		cfg.NodeTTL = time.Hour
-		cfg.Blobs = store
-		store.setBase("https://" + cfg.HTTPAddr)
-	})
-	f := &wsFixture{t: t, c: c, m: c.waitLeader(), store: store}
+	c := newTLSCluster(t, 1, func(cfg *Config) { cfg.NodeTTL = time.Hour })
+	f := &wsFixture{t: t, c: c, m: c.waitLeader()}
 	for i, n := range []cluster.NodeID{"n1", "n2"} {
 		f.apply(cluster.RegisterNode{Node: n, Address: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(7201+i)),
 			Capacity: cluster.Resources{CPU: 64, MemoryBytes: 64 * gib}, Health: cluster.Health{State: cluster.NodeReady}, At: time.Now().UTC()})
@@ -84,6 +81,11 @@ func (f *wsFixture) do(who, method, path, body string, header http.Header, out a
 		}
 	}
 	return resp.StatusCode, resp.Header, b
+}
+
+func digestOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }
 
 // put writes a file as the operator and returns its revision.
@@ -303,7 +305,7 @@ func TestWorkspaceStep(t *testing.T) {
 	}
 
 	// Neither the log nor a snapshot holds a URL.
-	if snap := persist(t, f.m.srv.fsm); bytes.Contains(snap, []byte(`"urls"`)) || bytes.Contains(snap, []byte("token-GET")) {
+	if snap := persist(t, f.m.srv.fsm); bytes.Contains(snap, []byte(`"urls"`)) || bytes.Contains(snap, []byte("sig=")) {
 		t.Errorf("a snapshot holds presigned URLs")
 	}
 	filepath.WalkDir(f.m.srv.cfg.DataDir, func(p string, d fs.DirEntry, err error) error {
@@ -314,7 +316,7 @@ func TestWorkspaceStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(b, []byte(`"urls"`)) || bytes.Contains(b, []byte("token-GET")) {
+		if bytes.Contains(b, []byte(`"urls"`)) || bytes.Contains(b, []byte("sig=")) {
 			t.Errorf("%s holds presigned URLs", p)
 		}
 		return nil
