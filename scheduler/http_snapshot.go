@@ -34,6 +34,9 @@ func decodeSnapshotDocument(w http.ResponseWriter, r *http.Request) (snapshotDat
 		if s == nil {
 			return d, badRequest("field \"steps[%d]\": null", i)
 		}
+		if s.Spec.WorkspaceAccess != nil || s.Spec.LibraryAccess != nil {
+			return d, badRequest("field \"steps[%d].spec.workspace_access\": workspace URLs are made for assignments and never replicated", i)
+		}
 		if len(s.Spec.Env) > 0 || s.Spec.EnvError != "" {
 			return d, badRequest("field \"steps[%d].spec.env\": plaintext environment values are never replicated: "+
 				"restore a document of GET /v1/snapshot, whose values are sealed (spec.sealed_env)", i)

@@ -519,3 +519,93 @@ func (f *wsFixture) manifestDigest(rev string) string {
 	r, _ := f.m.srv.fsm.State().Revision(rev)
 	return r.Manifest
 }
+
+// upload stores blobs through the uploads route of step's current
+// attempt and returns the manifest's digest.
+func (f *wsFixture) upload(step cluster.Step, m *manifest.Manifest, blobs map[string][]byte) string {
+	f.t.Helper()
+	enc, digest := manifest.Encode(m)
+	blobs[digest] = enc
+	req := cluster.UploadsRequest{Step: step.ID, Node: "n1", Attempt: 1}
+	for d, b := range blobs {
+		req.Blobs = append(req.Blobs, cluster.BlobSize{SHA256: d, Size: int64(len(b))})
+	}
+	body, _ := json.Marshal(req)
+	var up cluster.UploadsResponse
+	if status, _, b := f.do("agent/n1", "POST", "/v1/agent/uploads", string(body), nil, &up); status != http.StatusOK {
+		f.t.Fatalf("uploads of %s = %d %s", step.ID, status, b)
+	}
+	for d, u := range up.URLs {
+		if status, b := f.fetch("PUT", u, blobs[d]); status/100 != 2 {
+			f.t.Fatalf("PUT blob %s = %d %s", d, status, b)
+		}
+	}
+	return digest
+}
+
+// TestWorkspaceResultRefused: a result that does not validate (a symlink
+// out of the tree, a blob never uploaded, a file past the step's
+// workspace limit) is no revision; the exit is recorded with a warning.
+func TestWorkspaceResultRefused(t *testing.T) {
+	f := newWSFixture(t)
+	f.put("ws-a", "a.txt", "one\n", nil)
+	absent := digestOf([]byte("never uploaded"))
+	for i, tc := range []struct {
+		name  string
+		entry manifest.Entry
+	}{
+		{"a symlink out of the tree", manifest.Entry{Path: "l", Type: manifest.Symlink, Mode: 0o777, Target: "../../etc/passwd"}},
+		{"a blob not in the store", manifest.Entry{Path: "b", Type: manifest.File, Mode: 0o644, Size: 14, SHA256: absent}},
+		{"a file past the workspace limit", manifest.Entry{Path: "big", Type: manifest.File, Mode: 0o644, Size: 2 << 30, SHA256: absent}},
+	} {
+		id := fmt.Sprintf("s%d", i)
+		f.submit(id, "ws-a", "")
+		step := f.run(id)
+		digest := f.upload(step, &manifest.Manifest{Entries: []manifest.Entry{tc.entry}}, map[string][]byte{})
+		if status, b := f.exitReport(step, digest); status != 200 {
+			t.Fatalf("%s: exit = %d %s", tc.name, status, b)
+		}
+		st := f.step(id)
+		var warned bool
+		for _, e := range st.Events {
+			warned = warned || e.Kind == api.EventWarning && e.Warning != nil && e.Warning.Cause == api.WarningWorkspaceNotSaved
+		}
+		if st.State != cluster.StateExited || st.Revision != "" || !warned {
+			t.Errorf("%s: step %s, revision %q, warned %v; want exited without a revision, with a %s warning",
+				tc.name, st.State, st.Revision, warned, api.WarningWorkspaceNotSaved)
+		}
+	}
+	if w, _ := f.m.srv.fsm.State().Workspace("ws-a"); w.Number != 1 {
+		t.Errorf("workspace after refused results: %d revisions, want 1", w.Number)
+	}
+}
+
+// TestWorkspaceSymlinkAndLibrary: a symlink a step left is read as the
+// link itself; a library reaches the assignment read-only, at its head.
+func TestWorkspaceSymlinkAndLibrary(t *testing.T) {
+	f := newWSFixture(t)
+	lib := f.put("ws-lib", "ref.csv", "a,b\n", nil)
+	body := `{"id":"s1","image":"base","args":["true"],"cpu":1,"memory_bytes":1073741824,"workspace":"ws-a","library":"ws-lib","node":"n1"}`
+	if status, _, b := f.do("gateway/gw", "POST", "/v1/steps", body, nil, nil); status != 201 {
+		t.Fatalf("submit = %d %s", status, b)
+	}
+	step := f.run("s1")
+	if a := step.Spec.LibraryAccess; a == nil || !a.ReadOnly || a.Revision != lib.ID || len(a.URLs) != 2 {
+		t.Errorf("library access = %+v, want %s read-only with 2 URLs", a, lib.ID)
+	}
+	if a := step.Spec.WorkspaceAccess; a == nil || a.Revision != "" || a.Manifest != "" {
+		t.Errorf("access of an empty workspace = %+v, want no revision and no manifest", a)
+	}
+	digest := f.upload(step, &manifest.Manifest{Entries: []manifest.Entry{
+		{Path: "data/x", Type: manifest.File, Mode: 0o644, Size: 1, SHA256: digestOf([]byte("x"))},
+		{Path: "link", Type: manifest.Symlink, Mode: 0o777, Target: "data/x"},
+	}}, map[string][]byte{digestOf([]byte("x")): []byte("x")})
+	if status, b := f.exitReport(step, digest); status != 200 {
+		t.Fatalf("exit = %d %s", status, b)
+	}
+	status, h, b := f.do("gateway/gw", "GET", "/v1/workspaces/ws-a/files/link", "", nil, nil)
+	var e api.TreeEntry
+	if status != 200 || json.Unmarshal(b, &e) != nil || e.Type != "symlink" || e.Target != "data/x" || h.Get(SymlinkHeader) != "data/x" {
+		t.Errorf("GET link = %d %s (%s %q), want the link itself", status, b, SymlinkHeader, h.Get(SymlinkHeader))
+	}
+}
