@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"crypto/rand"
@@ -174,7 +175,7 @@ func checkSizes(m *manifest.Manifest, lim manifest.Limits) error {
 // putManifest stores m and returns its digest.
 func (s *Server) putManifest(ctx context.Context, m *manifest.Manifest) (string, error) {
 	b, digest := manifest.Encode(m)
-	if err := s.blobs.Put(ctx, digest, strings.NewReader(string(b)), int64(len(b))); err != nil {
+	if err := s.blobs.Put(ctx, digest, bytes.NewReader(b), int64(len(b))); err != nil {
 		return "", fmt.Errorf("store manifest %s: %w", digest, err)
 	}
 	s.manifests.put(digest, m)
