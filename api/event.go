@@ -142,10 +142,15 @@ const (
 	// the rest is held back until the step ends (the event's Output says
 	// how much is kept).
 	WarningOutputHeldBack = "output_held_back"
-	// WarningWorkspaceNotSaved: the step's workspace result could not be
-	// committed (a manifest that does not validate, a blob it names
-	// missing from the store); the step made no revision.
+	// WarningWorkspaceNotSaved: the tree the step left could not be
+	// saved as a revision (an upload failed, the store refused it); the
+	// step's exit is recorded without one.
 	WarningWorkspaceNotSaved = "workspace_not_saved"
+	// WarningWorkspacePathsDropped: paths the step left that a stored
+	// tree cannot hold (a symlink pointing outside the workspace, a name
+	// the store refuses, a device, socket or pipe) are not in its
+	// revision; the event's message names them.
+	WarningWorkspacePathsDropped = "workspace_paths_dropped"
 )
 
 // Causes of a step that failed on its node (Exit.Cause, Step.Cause, an
