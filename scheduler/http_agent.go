@@ -2,9 +2,7 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
@@ -127,11 +125,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error
 		if index == 0 || st.AssignmentsIndex(node) > index || wait == 0 || ctx.Err() != nil {
 			steps := st.Assignments(node)
 			for i := range steps {
-				steps[i] = s.openEnv(steps[i])
-				if steps[i], err = s.openWorkspace(r.Context(), steps[i]); err != nil {
-					return &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
-						Message: fmt.Sprintf("assignments of node %s: %v", node, err), RetryAfter: time.Second}
-				}
+				steps[i] = s.openWorkspace(r.Context(), s.openEnv(steps[i]))
 			}
 			writeIndexed(w, http.StatusOK, idx, assignmentsAnswer{Index: idx, Steps: steps})
 			return nil

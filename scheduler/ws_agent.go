@@ -40,40 +40,49 @@ func (s *Server) resolveBase(spec *cluster.StepSpec) error {
 // openWorkspace returns step as its node's agent receives it: with
 // presigned GET URLs for its base revision (WorkspaceAccess) and its
 // library's head (LibraryAccess), valid for the step's life (blobTTL).
-// The state's record is not changed.
-func (s *Server) openWorkspace(ctx context.Context, step cluster.Step) (cluster.Step, error) {
+// When they cannot be made (the store fails, the manifest is gone) the
+// access names the revision and its manifest without URLs: the node then
+// fails the step (workspace_unavailable) and its other steps go on. The
+// state's record is not changed.
+func (s *Server) openWorkspace(ctx context.Context, step cluster.Step) cluster.Step {
 	spec := &step.Spec
 	if spec.Workspace == "" && spec.Library == "" {
-		return step, nil
+		return step
 	}
 	ttl := s.blobTTL(*spec)
 	expires := s.now().Add(ttl)
 	if spec.Workspace != "" {
-		a, err := s.access(ctx, spec.Workspace, spec.BaseRevision, ttl, expires)
-		if err != nil {
-			return step, fmt.Errorf("step %s: workspace %s: %w", step.ID, spec.Workspace, err)
-		}
-		spec.WorkspaceAccess = a
+		spec.WorkspaceAccess = s.access(ctx, step.ID, spec.Workspace, spec.BaseRevision, ttl, expires)
 	}
 	if spec.Library != "" {
 		w, _ := s.fsm.State().Workspace(spec.Library)
-		a, err := s.access(ctx, spec.Library, w.Head, ttl, expires)
-		if err != nil {
-			return step, fmt.Errorf("step %s: library %s: %w", step.ID, spec.Library, err)
-		}
-		a.ReadOnly = true
-		spec.LibraryAccess = a
+		spec.LibraryAccess = s.access(ctx, step.ID, spec.Library, w.Head, ttl, expires)
+		spec.LibraryAccess.ReadOnly = true
 	}
-	return step, nil
+	return step
 }
 
 // access returns the URLs of revision rev of workspace ws: its manifest's
-// and one per distinct blob.
-func (s *Server) access(ctx context.Context, ws, rev string, ttl time.Duration, expires time.Time) (*cluster.WorkspaceAccess, error) {
+// and one per distinct blob; none when they cannot be made.
+func (s *Server) access(ctx context.Context, step cluster.StepID, ws, rev string, ttl time.Duration, expires time.Time) *cluster.WorkspaceAccess {
 	a := &cluster.WorkspaceAccess{Workspace: ws, Revision: rev, Expires: expires}
 	if rev == "" {
-		return a, nil
+		return a
 	}
+	if r, ok := s.fsm.State().Revision(rev); ok {
+		a.Manifest = r.Manifest
+	}
+	urls, err := s.presignTree(ctx, ws, rev, ttl)
+	if err != nil {
+		s.logger.Warn("no URLs for a step's workspace: its node will fail it", "step", step, "workspace", ws, "revision", rev, "error", err)
+		return a
+	}
+	a.URLs = urls
+	return a
+}
+
+// presignTree returns GET URLs for revision rev's manifest and blobs.
+func (s *Server) presignTree(ctx context.Context, ws, rev string, ttl time.Duration) (map[string]string, error) {
 	if s.blobs == nil {
 		return nil, errNoStore
 	}
@@ -81,18 +90,17 @@ func (s *Server) access(ctx context.Context, ws, rev string, ttl time.Duration, 
 	if err != nil {
 		return nil, err
 	}
-	a.Manifest = r.Manifest
 	digests := m.Digests()
-	a.URLs = make(map[string]string, len(digests)+1)
-	if a.URLs[r.Manifest], err = s.blobs.PresignGet(ctx, r.Manifest, ttl); err != nil {
+	urls := make(map[string]string, len(digests)+1)
+	if urls[r.Manifest], err = s.blobs.PresignGet(ctx, r.Manifest, ttl); err != nil {
 		return nil, fmt.Errorf("presign manifest %s: %w", r.Manifest, err)
 	}
 	for d := range digests {
-		if a.URLs[d], err = s.blobs.PresignGet(ctx, d, ttl); err != nil {
+		if urls[d], err = s.blobs.PresignGet(ctx, d, ttl); err != nil {
 			return nil, fmt.Errorf("presign blob %s: %w", d, err)
 		}
 	}
-	return a, nil
+	return urls, nil
 }
 
 // maxUploadsBody bounds the body of POST /v1/agent/uploads: a tree's

@@ -118,6 +118,17 @@ func (c *manifestCache) put(digest string, m *manifest.Manifest) {
 	}
 }
 
+// remove drops digest from the cache.
+func (c *manifestCache) remove(digest string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byID[digest]; ok {
+		c.order.Remove(e)
+		delete(c.byID, digest)
+		c.entries -= len(e.Value.(*cachedManifest).m.Entries)
+	}
+}
+
 // errManifest is what a manifest that cannot be used wraps (absent,
 // not a manifest, over the limits, not of its digest).
 var errManifest = errors.New("invalid manifest")

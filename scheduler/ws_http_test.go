@@ -21,6 +21,7 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/blob"
 	"github.com/rodon-compute/rodon/internal/manifest"
 )
 
@@ -608,4 +609,28 @@ func TestWorkspaceSymlinkAndLibrary(t *testing.T) {
 	if status != 200 || json.Unmarshal(b, &e) != nil || e.Type != "symlink" || e.Target != "data/x" || h.Get(SymlinkHeader) != "data/x" {
 		t.Errorf("GET link = %d %s (%s %q), want the link itself", status, b, SymlinkHeader, h.Get(SymlinkHeader))
 	}
+}
+
+// TestAssignmentWithoutURLs: a revision whose manifest the store lost is
+// assigned without URLs (its node fails the step); the node's other
+// steps are assigned as ever.
+func TestAssignmentWithoutURLs(t *testing.T) {
+	f := newWSFixture(t)
+	r1 := f.put("ws-a", "a.txt", "one\n", nil)
+	local, ok := f.m.srv.blobs.(*blob.Local)
+	if !ok {
+		t.Fatalf("the member's store is %T, want its local store", f.m.srv.blobs)
+	}
+	d := f.manifestDigest(r1.ID)
+	if err := os.Remove(filepath.Join(local.Dir(), d[:2], d)); err != nil {
+		t.Fatal(err)
+	}
+	f.m.srv.manifests.remove(d)
+	f.submit("s1", "ws-a", "")
+	f.submit("s2", "", "")
+	step := f.run("s1")
+	if a := step.Spec.WorkspaceAccess; a == nil || a.Manifest != d || len(a.URLs) != 0 {
+		t.Errorf("access of a lost manifest = %+v, want its digest and no URLs", a)
+	}
+	f.run("s2")
 }
