@@ -25,19 +25,28 @@ import (
 	"github.com/rodon-compute/rodon/internal/manifest"
 )
 
-// wsFixture is one member with TLS and its local blob store (blob.Local
+// wsFixture is a member with TLS and its local blob store (blob.Local
 // in its data dir), node n1 (and n2) registered: the workspace API, steps
-// with workspaces and their agents.
+// with workspaces and their agents. Requests go to via, the leader m
+// unless a test says otherwise.
 type wsFixture struct {
-	t *testing.T
-	c *serverCluster
-	m *testServer
+	t   *testing.T
+	c   *serverCluster
+	m   *testServer
+	via *testServer
 }
 
 func newWSFixture(t *testing.T) *wsFixture {
 	t.Helper()
-	c := newTLSCluster(t, 1, func(cfg *Config) { cfg.NodeTTL = time.Hour })
+	return newWSCluster(t, 1, "local")
+}
+
+// newWSCluster is a wsFixture of n members whose blob store is blobs.
+func newWSCluster(t *testing.T, n int, blobs string) *wsFixture {
+	t.Helper()
+	c := newTLSCluster(t, n, func(cfg *Config) { cfg.NodeTTL = time.Hour; cfg.BlobStore = blobs })
 	f := &wsFixture{t: t, c: c, m: c.waitLeader()}
+	f.via = f.m
 	for i, n := range []cluster.NodeID{"n1", "n2"} {
 		f.apply(cluster.RegisterNode{Node: n, Address: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(7201+i)),
 			Capacity: cluster.Resources{CPU: 64, MemoryBytes: 64 * gib}, Health: cluster.Health{State: cluster.NodeReady}, At: time.Now().UTC()})
@@ -60,7 +69,7 @@ func (f *wsFixture) do(who, method, path, body string, header http.Header, out a
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(f.t.Context(), method, f.m.url()+path, rd)
+	req, err := http.NewRequestWithContext(f.t.Context(), method, f.via.url()+path, rd)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -633,4 +642,33 @@ func TestAssignmentWithoutURLs(t *testing.T) {
 		t.Errorf("access of a lost manifest = %+v, want its digest and no URLs", a)
 	}
 	f.run("s2")
+}
+
+// TestWorkspaceThroughAFollower: a step's whole course through a member
+// that does not lead (its writes and its exit forwarded to the leader),
+// the members sharing one local store.
+func TestWorkspaceThroughAFollower(t *testing.T) {
+	f := newWSCluster(t, 2, "local://"+t.TempDir())
+	for _, m := range f.c.members {
+		if m != f.m {
+			f.via = m
+		}
+	}
+	r1 := f.put("ws-a", "a.txt", "one\n", nil)
+	f.submit("s1", "ws-a", "")
+	step := f.run("s1")
+	for d, u := range step.Spec.WorkspaceAccess.URLs {
+		if status, b := f.fetch("GET", u, nil); status != 200 || digestOf(b) != d {
+			t.Errorf("GET %s through the follower = %d", u, status)
+		}
+	}
+	if status, b := f.finish(step, f.manifestOf(r1.ID), map[string]string{"b.txt": "two"}); status != 200 {
+		t.Fatalf("exit through the follower = %d %s", status, b)
+	}
+	if st := f.step("s1"); st.State != cluster.StateExited || st.Revision == "" {
+		t.Fatalf("step after an exit through the follower: %s, revision %q", st.State, st.Revision)
+	}
+	if status, content := f.file("ws-a", "b.txt", ""); status != 200 || content != "two" {
+		t.Errorf("b.txt through the follower = %d %q", status, content)
+	}
 }
