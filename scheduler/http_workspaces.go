@@ -571,10 +571,13 @@ func (s *Server) handleRestoreRevision(w http.ResponseWriter, r *http.Request) e
 	if len(meta.Message) > maxReason {
 		return badRequest("field \"message\": %d bytes, at most %d", len(meta.Message), maxReason)
 	}
+	if req.Rev == "" {
+		return badRequest("field \"rev\": missing: want the revision to restore")
+	}
 	ctx := r.Context()
 	_, tree, err := s.revisionManifest(ctx, ws, req.Rev)
-	if err != nil || req.Rev == "" {
-		return notFound("field \"rev\": %q is no revision of workspace %s", req.Rev, ws)
+	if err != nil {
+		return err
 	}
 	unlock := s.wsLocks.lock(ws)
 	defer unlock()
