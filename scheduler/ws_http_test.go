@@ -22,6 +22,7 @@ import (
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/blob"
+	"github.com/rodon-compute/rodon/internal/blob/blobtest"
 	"github.com/rodon-compute/rodon/internal/manifest"
 )
 
@@ -44,7 +45,13 @@ func newWSFixture(t *testing.T) *wsFixture {
 // newWSCluster is a wsFixture of n members whose blob store is blobs.
 func newWSCluster(t *testing.T, n int, blobs string) *wsFixture {
 	t.Helper()
-	c := newTLSCluster(t, n, func(cfg *Config) { cfg.NodeTTL = time.Hour; cfg.BlobStore = blobs })
+	return newWSClusterWith(t, n, func(cfg *Config) { cfg.BlobStore = blobs })
+}
+
+// newWSClusterWith is a wsFixture of n members configured by edit.
+func newWSClusterWith(t *testing.T, n int, edit func(*Config)) *wsFixture {
+	t.Helper()
+	c := newTLSCluster(t, n, func(cfg *Config) { cfg.NodeTTL = time.Hour; edit(cfg) })
 	f := &wsFixture{t: t, c: c, m: c.waitLeader()}
 	f.via = f.m
 	for i, n := range []cluster.NodeID{"n1", "n2"} {
@@ -670,5 +677,44 @@ func TestWorkspaceThroughAFollower(t *testing.T) {
 	}
 	if status, content := f.file("ws-a", "b.txt", ""); status != 200 || content != "two" {
 		t.Errorf("b.txt through the follower = %d %q", status, content)
+	}
+}
+
+// TestWorkspaceS3: a step's course with an S3 store (SeaweedFS on
+// loopback): the node's URLs are S3's own presigned ones, and nothing of
+// the store's credential is in its assignment.
+func TestWorkspaceS3(t *testing.T) {
+	s3cfg := blobtest.StartS3(t)
+	store, err := blob.NewS3(t.Context(), s3cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newWSClusterWith(t, 1, func(cfg *Config) { cfg.Blobs = store })
+	// After the cluster's: cleanups run last first, and the cluster's
+	// checks that no connection is left.
+	t.Cleanup(func() { store.Close() })
+	r1 := f.put("ws-a", "a.txt", "one\n", nil)
+	f.submit("s1", "ws-a", "")
+	step := f.run("s1")
+	a, _ := json.Marshal(step)
+	if bytes.Contains(a, []byte(s3cfg.SecretKey)) {
+		t.Errorf("the assignment holds the store's secret key")
+	}
+	for d, u := range step.Spec.WorkspaceAccess.URLs {
+		if !strings.Contains(u, s3cfg.Endpoint) {
+			t.Errorf("URL %s is not the S3 server's", u)
+		}
+		if status, b := f.fetch("GET", u, nil); status != 200 || digestOf(b) != d {
+			t.Errorf("GET %s = %d", u, status)
+		}
+	}
+	if status, b := f.finish(step, f.manifestOf(r1.ID), map[string]string{"b.txt": "two"}); status != 200 {
+		t.Fatalf("exit = %d %s", status, b)
+	}
+	if st := f.step("s1"); st.Revision == "" {
+		t.Fatalf("step after its exit: %s without a revision (%+v)", st.State, st.Events)
+	}
+	if status, content := f.file("ws-a", "b.txt", ""); status != 200 || content != "two" {
+		t.Errorf("b.txt = %d %q", status, content)
 	}
 }
