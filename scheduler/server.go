@@ -235,8 +235,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		if cfg.TLS == nil {
 			scheme = "http"
 		}
+		// An S3 store's bucket is looked up (and made) here: bounded.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 		var err error
-		if blobs, err = blob.Open(context.Background(), cfg.BlobStore, cfg.DataDir, scheme+"://"+cfg.HTTPAddr, logger); err != nil {
+		if blobs, err = blob.Open(ctx, cfg.BlobStore, cfg.DataDir, scheme+"://"+cfg.HTTPAddr, logger); err != nil {
 			return nil, fmt.Errorf("scheduler: --blob-store %s: %w", cfg.BlobStore, err)
 		}
 		ownBlobs = true
