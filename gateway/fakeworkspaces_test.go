@@ -122,11 +122,17 @@ func author(r *http.Request) api.Author {
 // write makes a revision of edit applied to the tree If-Match names (the
 // head when none), refusing a path changed since.
 func (f *fakeWorkspaces) write(w http.ResponseWriter, r *http.Request, status int, paths []string, edit func(m *manifest.Manifest)) {
+	if rev, ok := f.change(w, r, paths, edit); ok {
+		httpapi.WriteJSON(w, status, rev)
+	}
+}
+
+func (f *fakeWorkspaces) change(w http.ResponseWriter, r *http.Request, paths []string, edit func(m *manifest.Manifest)) (api.Revision, bool) {
 	ws := r.PathValue("id")
 	base, ok := f.at(ws, r.Header.Get("If-Match"))
 	if !ok {
 		fail(w, http.StatusPreconditionFailed, "precondition_failed", "If-Match %s is no revision of %s", r.Header.Get("If-Match"), ws)
-		return
+		return api.Revision{}, false
 	}
 	if head, _ := f.at(ws, ""); head != base {
 		changed := manifest.Diff(base, head)
@@ -135,7 +141,7 @@ func (f *fakeWorkspaces) write(w http.ResponseWriter, r *http.Request, status in
 				for _, x := range c {
 					if x == p {
 						fail(w, http.StatusConflict, api.CodeConflict, "workspace conflict: %s changed since %s", p, r.Header.Get("If-Match"))
-						return
+						return api.Revision{}, false
 					}
 				}
 			}
@@ -146,9 +152,9 @@ func (f *fakeWorkspaces) write(w http.ResponseWriter, r *http.Request, status in
 	rev, err := f.commit(ws, author(r), m, r.Header.Get(client.MessageHeader))
 	if err != nil {
 		fail(w, http.StatusBadRequest, api.CodeBadRequest, "%v", err)
-		return
+		return rev, false
 	}
-	httpapi.WriteJSON(w, status, rev)
+	return rev, true
 }
 
 func without(m *manifest.Manifest, p string) {
@@ -296,12 +302,16 @@ func (f *fakeWorkspaces) uploads(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Header.Set("If-Match", req.Parent)
 	r.Header.Set(client.MessageHeader, req.Message)
-	f.write(w, r, http.StatusCreated, paths, func(m *manifest.Manifest) {
+	rev, ok := f.change(w, r, paths, func(m *manifest.Manifest) {
 		for _, u := range req.Files {
 			without(m, u.Path)
 			m.Entries = append(m.Entries, manifest.Entry{Path: u.Path, Type: manifest.File, Mode: 0o644, Size: u.Size, SHA256: u.SHA256})
 		}
 	})
+	if ok {
+		out.Revision = &rev
+		httpapi.WriteJSON(w, http.StatusCreated, out)
+	}
 }
 
 func (f *fakeWorkspaces) blob(w http.ResponseWriter, r *http.Request) {

@@ -81,12 +81,18 @@ func (g *Gateway) handleGetFile(c *call) error {
 		return g.fromScheduler(c.ctx, err)
 	}
 	var e *api.TreeEntry
+	dir := false
 	for i := range entries {
-		if entries[i].Path == p {
+		switch {
+		case entries[i].Path == p:
 			e = &entries[i]
+		case strings.HasPrefix(entries[i].Path, p+"/"):
+			dir = true // a directory is implied by what is under it
 		}
 	}
 	switch {
+	case e == nil && dir:
+		return badRequest("%s is a directory: list it with GET /v1/workspaces/%s/tree?path=%s", p, ws, url.QueryEscape(p))
 	case e == nil:
 		return notFound("no file %s in workspace %s", p, ws)
 	case e.Type == string(manifest.Dir):
