@@ -45,7 +45,10 @@ type RunStep struct {
 	Reason       string `json:"reason,omitempty"`
 	// Cause is the typed cause of a step that failed on its node (a
 	// Cause* constant), beside Reason.
-	Cause    string  `json:"cause,omitempty"`
+	Cause string `json:"cause,omitempty"`
+	// Revision is the workspace revision the step made (a detached one
+	// when its changes conflicted); empty when it made none.
+	Revision string  `json:"revision,omitempty"`
 	Attempts int     `json:"attempts"`
 	Phases   Phases  `json:"phases"`
 	Cancel   *Cancel `json:"cancel,omitempty"`

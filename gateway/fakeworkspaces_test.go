@@ -3,11 +3,13 @@ package gateway
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -28,16 +30,27 @@ import (
 // relies on it, no more: it checks paths and trees with internal/manifest
 // as the scheduler must, and answers a symlink as the link itself. Remove
 // it (newTestScheduler) once the scheduler serves these routes.
+//
+// It also stands in for what the scheduler's step records will carry
+// (api.Step.Revision, Spec.BaseRevision and Spec.Library): it keeps
+// what each submission asked and what SetStepRevision says a step made,
+// and adds them to the answers of GET /v1/steps/{id} where the scheduler
+// left them empty.
 type fakeWorkspaces struct {
 	mu    sync.Mutex
 	revs  map[string][]api.Revision // by workspace, oldest first
 	trees map[string]*manifest.Manifest
 	blobs map[string][]byte
 	n     int
+	// steps holds, by step id, what it was submitted with and made.
+	steps map[string]*fakeStep
 }
 
+type fakeStep struct{ base, library, revision string }
+
 func installFakeWorkspaces(t *testing.T, c *schedulertest.Cluster) *fakeWorkspaces {
-	f := &fakeWorkspaces{revs: map[string][]api.Revision{}, trees: map[string]*manifest.Manifest{}, blobs: map[string][]byte{}}
+	f := &fakeWorkspaces{revs: map[string][]api.Revision{}, trees: map[string]*manifest.Manifest{}, blobs: map[string][]byte{},
+		steps: map[string]*fakeStep{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/workspaces/{id}/revisions", f.list)
 	mux.HandleFunc("GET /v1/workspaces/{id}/revisions/{rev}", f.revision)
@@ -52,14 +65,70 @@ func installFakeWorkspaces(t *testing.T, c *schedulertest.Cluster) *fakeWorkspac
 	mux.HandleFunc("/v1/blobs/{digest}", f.blob)
 	c.Use(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if strings.HasPrefix(r.URL.Path, "/v1/workspaces/") || strings.HasPrefix(r.URL.Path, "/v1/blobs/") {
+			p := r.URL.Path
+			switch {
+			case strings.HasPrefix(p, "/v1/workspaces/") || strings.HasPrefix(p, "/v1/blobs/"):
 				mux.ServeHTTP(w, r)
-				return
+			case r.Method == http.MethodPost && p == "/v1/steps":
+				f.submitted(r)
+				next.ServeHTTP(w, r)
+			case r.Method == http.MethodGet && strings.HasPrefix(p, "/v1/steps/") && strings.Count(p, "/") == 3:
+				f.patchStep(w, r, next)
+			default:
+				next.ServeHTTP(w, r)
 			}
-			next.ServeHTTP(w, r)
 		})
 	})
 	return f
+}
+
+// SetStepRevision says step id made revision rev.
+func (f *fakeWorkspaces) SetStepRevision(id, rev string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.steps[id] == nil {
+		f.steps[id] = &fakeStep{}
+	}
+	f.steps[id].revision = rev
+}
+
+// submitted keeps what a step submission asked of workspaces.
+func (f *fakeWorkspaces) submitted(r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	var req api.StepRequest
+	if json.Unmarshal(b, &req) != nil || req.ID == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.steps[req.ID] == nil {
+		f.steps[req.ID] = &fakeStep{base: req.BaseRevision, library: req.Library}
+	}
+}
+
+// patchStep serves a step read, adding what the scheduler left out.
+func (f *fakeWorkspaces) patchStep(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	rec := httptest.NewRecorder()
+	next.ServeHTTP(rec, r)
+	var st api.Step
+	if rec.Code == http.StatusOK && json.Unmarshal(rec.Body.Bytes(), &st) == nil {
+		f.mu.Lock()
+		if fs := f.steps[st.ID]; fs != nil {
+			st.Revision = cmp.Or(st.Revision, fs.revision)
+			st.Spec.BaseRevision = cmp.Or(st.Spec.BaseRevision, fs.base)
+			st.Spec.Library = cmp.Or(st.Spec.Library, fs.library)
+		}
+		f.mu.Unlock()
+		b, _ := json.Marshal(st)
+		rec.Body = bytes.NewBuffer(b)
+		rec.Header().Del("Content-Length")
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
 }
 
 func fail(w http.ResponseWriter, status int, code, format string, args ...any) {

@@ -270,7 +270,7 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	g.files, _ = steps.(Files)
 	g.metrics = newMetrics(cfg.Collectors...)
 	g.nodes = &nodeNames{steps: steps}
-	g.driver = newDriver(store, steps, g.nodes, cfg.DriverInterval, g.now, logger)
+	g.driver = newDriver(store, steps, g.nodes, g.libraryID, cfg.DriverInterval, g.now, logger)
 	g.routes = g.routeTable()
 	g.handler = g.buildHandler()
 	return g, nil
