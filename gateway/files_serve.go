@@ -292,6 +292,7 @@ func (g *Gateway) handleBlob(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", fileCSP)
 	if w.Header().Get("Content-Type") == "" || r.Method == http.MethodGet && ans.Status < 300 {
 		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", "attachment")
 	}
 	w.WriteHeader(ans.Status)
 	io.Copy(w, ans.Body)
