@@ -1,0 +1,167 @@
+package blobtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/rodon-compute/rodon/internal/blob"
+	"github.com/rodon-compute/rodon/internal/testenv"
+)
+
+// Weed is SeaweedFS's command, built by scripts/install-seaweedfs.
+const Weed = "/opt/rodon/bin/weed"
+
+// StartS3 starts a SeaweedFS server with its S3 gateway on loopback for
+// the test (every listener on 127.0.0.1, data in a temp directory,
+// telemetry off, an identity with a random access and secret key), waits
+// until it stores objects, and returns the config of a bucket and prefix
+// of its own. The server is stopped, and checked gone, at cleanup.
+// Without weed the test skips, or fails under CI=true.
+func StartS3(t testing.TB) blob.S3Config {
+	t.Helper()
+	if _, err := os.Stat(Weed); err != nil {
+		testenv.Missing(t, "no SeaweedFS at "+Weed+" (scripts/install-seaweedfs builds it)")
+	}
+	dir := t.TempDir()
+	cfg := blob.S3Config{
+		Bucket:    "rodon-test",
+		Region:    "us-east-1",
+		AccessKey: "rodon" + randomHex(8),
+		SecretKey: randomHex(20),
+		Prefix:    "t" + randomHex(4),
+	}
+	identities, _ := json.Marshal(map[string]any{"identities": []any{map[string]any{
+		"name":        "rodon",
+		"credentials": []any{map[string]string{"accessKey": cfg.AccessKey, "secretKey": cfg.SecretKey}},
+		"actions":     []string{"Admin", "Read", "List", "Tagging", "Write"},
+	}}})
+	s3conf := filepath.Join(dir, "s3.json")
+	if err := os.WriteFile(s3conf, identities, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := func() string {
+		_, p, _ := net.SplitHostPort(testenv.FreeAddr(t))
+		return p
+	}
+	s3port := port()
+	cfg.Endpoint = "127.0.0.1:" + s3port
+	args := []string{"server",
+		"-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3.ip.bind=127.0.0.1", "-metricsIp=127.0.0.1",
+		"-dir=" + filepath.Join(dir, "data"),
+		"-master.port=" + port(), "-master.port.grpc=" + port(),
+		"-master.telemetry=false", "-master.telemetry.url=http://127.0.0.1:1/",
+		"-master.volumeSizeLimitMB=512",
+		"-volume.port=" + port(), "-volume.port.grpc=" + port(), "-volume.max=0",
+		"-filer", "-filer.port=" + port(), "-filer.port.grpc=" + port(),
+		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"),
+		"-s3", "-s3.port=" + s3port, "-s3.port.grpc=" + port(),
+		"-s3.port.iceberg=0", "-s3.port.lance=0",
+		"-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
+		"-s3.config=" + s3conf,
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "weed.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(Weed, args...)
+	// Its own directory and HOME: weed reads *.toml from both.
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", Weed, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		logf.Close()
+		if left := testenv.Processes(dir); len(left) > 0 {
+			t.Errorf("SeaweedFS left processes: %v", left)
+		}
+	})
+	if err := waitS3(cfg, exited); err != nil {
+		log, _ := os.ReadFile(logf.Name())
+		if len(log) > 8000 {
+			log = log[len(log)-8000:]
+		}
+		t.Fatalf("SeaweedFS on %s: %v; its log ends:\n%s", cfg.Endpoint, err, log)
+	}
+	return cfg
+}
+
+// waitS3 waits until the server stores and reads back an object.
+func waitS3(cfg blob.S3Config, exited <-chan error) error {
+	c, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Region:       cfg.Region,
+		BucketLookup: minio.BucketLookupPath,
+	})
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		err = probe(c, cfg.Bucket)
+		if err == nil {
+			return nil
+		}
+		select {
+		case werr := <-exited:
+			return fmt.Errorf("exited (%v) before it answered: %w", werr, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after 90s: %w", err)
+		}
+	}
+}
+
+func probe(c *minio.Client, bucket string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ok, err := c.BucketExists(ctx, bucket)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil && !strings.Contains(err.Error(), "already") {
+			return err
+		}
+	}
+	if _, err := c.PutObject(ctx, bucket, "ready", bytes.NewReader([]byte("ready")), 5, minio.PutObjectOptions{}); err != nil {
+		return err
+	}
+	return c.RemoveObject(ctx, bucket, "ready", minio.RemoveObjectOptions{})
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
