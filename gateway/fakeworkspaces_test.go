@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/blob"
 	"github.com/rodon-compute/rodon/internal/httpapi"
 	"github.com/rodon-compute/rodon/internal/manifest"
 	"github.com/rodon-compute/rodon/scheduler/client"
@@ -26,7 +28,8 @@ import (
 // (docs/design/workspaces.md, "Scheduler workspace API") and of the local
 // store's /v1/blobs/ route, served in front of the real scheduler of the
 // tests (schedulertest's Use) until the scheduler has them: revisions in
-// memory, blobs in memory, no Raft. It is the contract as the gateway
+// memory, no Raft, blobs in a real blob.Local whose signed URLs name the
+// member. It is the contract as the gateway
 // relies on it, no more: it checks paths and trees with internal/manifest
 // as the scheduler must, and answers a symlink as the link itself. Remove
 // it (newTestScheduler) once the scheduler serves these routes.
@@ -40,7 +43,7 @@ type fakeWorkspaces struct {
 	mu    sync.Mutex
 	revs  map[string][]api.Revision // by workspace, oldest first
 	trees map[string]*manifest.Manifest
-	blobs map[string][]byte
+	store *blob.Local
 	n     int
 	// steps holds, by step id, what it was submitted with and made.
 	steps map[string]*fakeStep
@@ -49,7 +52,11 @@ type fakeWorkspaces struct {
 type fakeStep struct{ base, library, revision string }
 
 func installFakeWorkspaces(t *testing.T, c *schedulertest.Cluster) *fakeWorkspaces {
-	f := &fakeWorkspaces{revs: map[string][]api.Revision{}, trees: map[string]*manifest.Manifest{}, blobs: map[string][]byte{},
+	store, err := blob.NewLocal(t.TempDir(), bytes.Repeat([]byte("k"), 32), strings.Split(c.URLs(), ",")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeWorkspaces{revs: map[string][]api.Revision{}, trees: map[string]*manifest.Manifest{}, store: store,
 		steps: map[string]*fakeStep{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/workspaces/{id}/revisions", f.list)
@@ -62,7 +69,7 @@ func installFakeWorkspaces(t *testing.T, c *schedulertest.Cluster) *fakeWorkspac
 	mux.HandleFunc("GET /v1/workspaces/{id}/archive", f.archive)
 	mux.HandleFunc("GET /v1/workspaces/{id}/diff", f.diff)
 	mux.HandleFunc("POST /v1/workspaces/{id}/restore", f.restore)
-	mux.HandleFunc("/v1/blobs/{digest}", f.blob)
+	mux.Handle("/v1/blobs/", store.Handler())
 	c.Use(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p := r.URL.Path
@@ -179,8 +186,21 @@ func (f *fakeWorkspaces) Blob(b []byte) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := manifest.Digest(b)
-	f.blobs[d] = b
+	if err := f.store.Put(context.Background(), d, bytes.NewReader(b), int64(len(b))); err != nil {
+		panic(err)
+	}
 	return d
+}
+
+// read returns blob d's bytes (nil when absent).
+func (f *fakeWorkspaces) read(d string) []byte {
+	rc, _, err := f.store.Open(context.Background(), d)
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return b
 }
 
 func author(r *http.Request) api.Author {
@@ -288,8 +308,8 @@ func (f *fakeWorkspaces) get(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		e, ok = m.Lookup(r.PathValue("path"))
 	}
-	b := f.blobs[e.SHA256]
 	f.mu.Unlock()
+	b := f.read(e.SHA256)
 	switch {
 	case !ok || e.Type == manifest.Dir:
 		fail(w, 404, api.CodeNotFound, "no file %s", r.PathValue("path"))
@@ -313,10 +333,9 @@ func (f *fakeWorkspaces) put(w http.ResponseWriter, r *http.Request) {
 		fail(w, 400, api.CodeBadRequest, "%v", err)
 		return
 	}
+	d := f.Blob(b)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	d := manifest.Digest(b)
-	f.blobs[d] = b
 	f.write(w, r, http.StatusCreated, []string{p}, func(m *manifest.Manifest) {
 		without(m, p)
 		m.Entries = append(m.Entries, manifest.Entry{Path: p, Type: manifest.File, Mode: 0o644, Size: int64(len(b)), SHA256: d})
@@ -353,8 +372,8 @@ func (f *fakeWorkspaces) uploads(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	out := api.UploadResponse{URLs: map[string]string{}, Expires: time.Now().Add(time.Hour).UTC()}
 	for _, u := range req.Files {
-		if _, ok := f.blobs[u.SHA256]; !ok {
-			out.URLs[u.SHA256] = fmt.Sprintf("http://%s/v1/blobs/%s?method=PUT&size=%d&sig=fake", r.Host, u.SHA256, u.Size)
+		if _, err := f.store.Stat(r.Context(), u.SHA256); err != nil {
+			out.URLs[u.SHA256], _ = f.store.PresignPut(r.Context(), u.SHA256, u.Size, time.Hour)
 		}
 	}
 	if !req.Commit {
@@ -383,34 +402,6 @@ func (f *fakeWorkspaces) uploads(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (f *fakeWorkspaces) blob(w http.ResponseWriter, r *http.Request) {
-	d := r.PathValue("digest")
-	if r.URL.Query().Get("sig") != "fake" || r.URL.Query().Get("method") != r.Method {
-		fail(w, 403, api.CodeForbidden, "bad signature")
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch r.Method {
-	case http.MethodPut:
-		b, _ := io.ReadAll(r.Body)
-		if manifest.Digest(b) != d {
-			fail(w, 400, api.CodeBadRequest, "blob digest mismatch")
-			return
-		}
-		f.blobs[d] = b
-		w.WriteHeader(http.StatusCreated)
-	case http.MethodGet:
-		b, ok := f.blobs[d]
-		if !ok {
-			fail(w, 404, api.CodeNotFound, "no blob")
-			return
-		}
-		w.Header().Set("ETag", `"`+d+`"`)
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
-	}
-}
-
 func (f *fakeWorkspaces) archive(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -425,7 +416,7 @@ func (f *fakeWorkspaces) archive(w http.ResponseWriter, r *http.Request) {
 	for _, e := range m.Entries {
 		if e.Type == manifest.File {
 			tw.WriteHeader(&tar.Header{Name: e.Path, Mode: int64(e.Mode), Size: e.Size, Typeflag: tar.TypeReg})
-			tw.Write(f.blobs[e.SHA256])
+			tw.Write(f.read(e.SHA256))
 		}
 	}
 	tw.Close()
