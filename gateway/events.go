@@ -168,11 +168,6 @@ func exitMessage(x *api.ExitEvent) string {
 	return fmt.Sprintf("%s with code %d (%s)", x.State, x.ExitCode, x.TerminatedBy)
 }
 
-// causeWorkspaceConflict is the cause of a step whose changes conflicted
-// with a newer head (docs/design/workspaces.md, decision 4); the
-// scheduler's constant for it is not in package api yet.
-const causeWorkspaceConflict = "workspace_conflict"
-
 // causeMessage is the sentence of a failure's cause (an api.Cause*).
 func causeMessage(cause string) string {
 	switch cause {
@@ -194,8 +189,6 @@ func causeMessage(cause string) string {
 		return "the command could not be started"
 	case api.CauseAgentRestarted:
 		return "the node's agent restarted and the step's sandbox was gone"
-	case causeWorkspaceConflict:
-		return "the step's changes conflict with a newer revision of the workspace (kept as a detached revision; see the step's reason)"
 	}
 	return "the node could not run the step"
 }
