@@ -134,14 +134,16 @@ func cleanURLPath(p string) string {
 	return np
 }
 
-// revParam checks an optional revision id given by the caller.
+// revParam checks an optional revision id given by the caller: rev- and
+// then 1-59 of a-z, 0-9, '-' and '_' (the scheduler's revision ids,
+// cluster.ValidateRevisionID on its branch).
 func revParam(name, rev string) error {
 	if rev == "" {
 		return nil
 	}
 	rest, ok := strings.CutPrefix(rev, "rev-")
-	if !ok || rest == "" || len(rest) > 64 || strings.IndexFunc(rest, func(r rune) bool {
-		return !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_'))
+	if !ok || rest == "" || len(rev) > 63 || strings.IndexFunc(rest, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_')
 	}) >= 0 {
 		return badRequest("%s %q: want a revision id such as rev-...", name, truncateText(rev, 80))
 	}

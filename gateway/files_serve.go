@@ -61,6 +61,10 @@ const TypeHeader = "X-Rodon-Type"
 // TargetHeader is a symlink's target, on its answer.
 const TargetHeader = "X-Rodon-Target"
 
+// RevisionHeader names, on a file answer, the revision it was read from
+// (when the scheduler says).
+const RevisionHeader = "X-Rodon-Revision"
+
 func (g *Gateway) handleGetFile(c *call) error {
 	ws, f, err := g.filesWorkspace(c, false)
 	if err != nil {
@@ -127,7 +131,7 @@ func (g *Gateway) handleGetFile(c *call) error {
 		h.Set("ETag", t)
 	}
 	h.Set("Accept-Ranges", "bytes")
-	copyHeaders(h, file.Header, "Content-Length", "Content-Range")
+	copyHeaders(h, file.Header, "Content-Length", "Content-Range", RevisionHeader)
 	c.w.WriteHeader(file.Status)
 	io.Copy(c.w, file.Body)
 	return nil

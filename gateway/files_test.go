@@ -97,6 +97,9 @@ func TestFilesConfinement(t *testing.T) {
 		t.Errorf("tree?path=link = %+v, want the symlink to data/a.txt", tree)
 	}
 	f.do("viewer", "GET", "/v1/workspaces/ws-main/tree?path=../etc", "", 400, nil)
+	for _, q := range []string{"tree?rev=..%2fx", "files/data/a.txt?rev=rev-..", "diff?from=REV-1", "archive?rev=rev-%00"} {
+		f.do("viewer", "GET", "/v1/workspaces/ws-main/"+q, "", 400, nil)
+	}
 }
 
 // TestFileRoundTrip: a file written by a person and by a key is a
