@@ -45,10 +45,7 @@ type RunStep struct {
 	Reason       string `json:"reason,omitempty"`
 	// Cause is the typed cause of a step that failed on its node (a
 	// Cause* constant), beside Reason.
-	Cause string `json:"cause,omitempty"`
-	// Revision is the workspace revision the step made (a detached one
-	// when its changes conflicted); empty when it made none.
-	Revision string  `json:"revision,omitempty"`
+	Cause    string  `json:"cause,omitempty"`
 	Attempts int     `json:"attempts"`
 	Phases   Phases  `json:"phases"`
 	Cancel   *Cancel `json:"cancel,omitempty"`
@@ -68,6 +65,9 @@ type RunStep struct {
 	// Cleanup is CleanupDone once the sandbox is gone, CleanupPending
 	// before.
 	Cleanup string `json:"cleanup,omitempty"`
+	// Revision is the workspace revision the step made (detached when
+	// its changes conflicted); empty when it made none.
+	Revision string `json:"revision,omitempty"`
 }
 
 // The states of a run's step besides a step's own (RunStep.State).

@@ -115,10 +115,10 @@ export interface RunStep {
   reason?: string;
   /** cause is the typed cause of a step that failed on its node (api.Cause*). */
   cause?: string;
-  /** revision is the workspace revision the step made. */
-  revision?: string;
   tty?: boolean;
   image?: string;
+  /** revision is the workspace revision the step made (detached when it conflicted). */
+  revision?: string;
 }
 
 export interface Operation {
