@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rodon-compute/rodon/api"
 )
@@ -111,5 +112,64 @@ func TestFileRead(t *testing.T) {
 	}
 	if _, err := c.File(ctx, "ws-a", "a.txt", FileOptions{Rev: "rev-missing"}); !IsNotFound(err) {
 		t.Errorf("File(missing rev) = %v, want not found", err)
+	}
+}
+
+// TestBlobProxy: Blob sends the path, the signed query and the body as
+// they are, and returns any answer open, errors included.
+func TestBlobProxy(t *testing.T) {
+	var got struct{ path, sig, method, body string }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.path, got.sig, got.method, got.body = r.URL.EscapedPath(), r.URL.Query().Get("sig"), r.URL.Query().Get("method"), string(b)
+		apiError(w, 403, api.CodeForbidden, "bad signature")
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, Options{RetryFor: -1})
+	d := strings.Repeat("ab", 32)
+	f, err := c.Blob(t.Context(), "PUT", "/v1/blobs/"+d, "method=PUT&size=3&sig=abc%2B", strings.NewReader("xyz"), 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(f.Body)
+	f.Body.Close()
+	if f.Status != 403 || !strings.Contains(string(b), "bad signature") || got.path != "/v1/blobs/"+d || got.sig != "abc+" || got.method != "PUT" || got.body != "xyz" {
+		t.Errorf("Blob = %d %s, sent %+v; want the 403 answer and the request as given", f.Status, b, got)
+	}
+	if _, err := c.Blob(t.Context(), "GET", "/v1/steps/x", "", nil, 0, nil); err == nil {
+		t.Error("Blob of a path outside /v1/blobs/ = nil error, want one")
+	}
+}
+
+// TestCommitNotRetried: an upload commit and a restore that reached a
+// member are not sent to another one; a request for URLs is.
+func TestCommitNotRetried(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		apiError(w, 503, api.CodeUnavailable, "member cannot reach its leader")
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL+","+srv.URL, Options{RetryFor: time.Second})
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"commit": func() error {
+			_, err := c.Uploads(ctx, "ws-a", api.UploadRequest{Commit: true}, WriteOptions{})
+			return err
+		},
+		"restore": func() error {
+			_, err := c.Restore(ctx, "ws-a", api.RestoreRequest{Rev: "rev-1"}, WriteOptions{})
+			return err
+		},
+		"delete": func() error { _, err := c.DeleteFile(ctx, "ws-a", "f", WriteOptions{}); return err },
+	} {
+		calls.Store(0)
+		if err := call(); err == nil || calls.Load() != 1 {
+			t.Errorf("%s: %v after %d calls, want the error after 1", name, err, calls.Load())
+		}
+	}
+	calls.Store(0)
+	if _, err := c.Uploads(ctx, "ws-a", api.UploadRequest{}, WriteOptions{}); err == nil || calls.Load() < 2 {
+		t.Errorf("uploads without commit: %v after %d calls, want it retried", err, calls.Load())
 	}
 }
