@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,9 +30,8 @@ import (
 // store's /v1/blobs/ route, served in front of the real scheduler of the
 // tests (schedulertest's Use) until the scheduler has them: revisions in
 // memory, no Raft, blobs in a real blob.Local whose signed URLs name the
-// member. It is the contract as the gateway
-// relies on it, no more: it checks paths and trees with internal/manifest
-// as the scheduler must, and answers a symlink as the link itself. Remove
+// member. It is the contract as the gateway relies on it, no more: trees
+// are checked with internal/manifest as the scheduler checks them. Remove
 // it (newTestScheduler) once the scheduler serves these routes.
 //
 // It also stands in for what the scheduler's step records will carry
@@ -224,15 +224,12 @@ func (f *fakeWorkspaces) change(w http.ResponseWriter, r *http.Request, paths []
 		return api.Revision{}, false
 	}
 	if head, _ := f.at(ws, ""); head != base {
-		changed := manifest.Diff(base, head)
+		c := manifest.Diff(base, head)
+		changed := slices.Concat(c.Added, c.Modified, c.Removed)
 		for _, p := range paths {
-			for _, c := range [][]string{changed.Added, changed.Modified, changed.Removed} {
-				for _, x := range c {
-					if x == p {
-						fail(w, http.StatusConflict, api.CodeConflict, "workspace conflict: %s changed since %s", p, r.Header.Get("If-Match"))
-						return api.Revision{}, false
-					}
-				}
+			if slices.Contains(changed, p) {
+				fail(w, http.StatusConflict, api.CodeConflict, "workspace conflict: %s changed since %s", p, r.Header.Get("If-Match"))
+				return api.Revision{}, false
 			}
 		}
 	}
@@ -246,18 +243,10 @@ func (f *fakeWorkspaces) change(w http.ResponseWriter, r *http.Request, paths []
 	return rev, true
 }
 
-func without(m *manifest.Manifest, p string) {
-	m.Entries = slicesDeleteFunc(m.Entries, func(e manifest.Entry) bool { return e.Path == p || strings.HasPrefix(e.Path, p+"/") })
-}
+func under(e manifest.Entry, p string) bool { return e.Path == p || strings.HasPrefix(e.Path, p+"/") }
 
-func slicesDeleteFunc(es []manifest.Entry, del func(manifest.Entry) bool) []manifest.Entry {
-	out := es[:0]
-	for _, e := range es {
-		if !del(e) {
-			out = append(out, e)
-		}
-	}
-	return out
+func without(m *manifest.Manifest, p string) {
+	m.Entries = slices.DeleteFunc(m.Entries, func(e manifest.Entry) bool { return under(e, p) })
 }
 
 func (f *fakeWorkspaces) list(w http.ResponseWriter, r *http.Request) {
@@ -294,7 +283,7 @@ func (f *fakeWorkspaces) tree(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Query().Get("path")
 	out := []api.TreeEntry{}
 	for _, e := range m.Entries {
-		if p == "" || e.Path == p || strings.HasPrefix(e.Path, p+"/") {
+		if p == "" || under(e, p) {
 			out = append(out, api.TreeEntry{Path: e.Path, Type: string(e.Type), Size: e.Size, SHA256: e.SHA256, Mode: e.Mode, Target: e.Target})
 		}
 	}
@@ -346,20 +335,11 @@ func (f *fakeWorkspaces) del(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := r.PathValue("path")
-	if m, _ := f.at(r.PathValue("id"), ""); !hasPath(m, p) {
+	if m, _ := f.at(r.PathValue("id"), ""); !slices.ContainsFunc(m.Entries, func(e manifest.Entry) bool { return under(e, p) }) {
 		fail(w, 404, api.CodeNotFound, "no file %s", p)
 		return
 	}
 	f.write(w, r, http.StatusOK, []string{p}, func(m *manifest.Manifest) { without(m, p) })
-}
-
-func hasPath(m *manifest.Manifest, p string) bool {
-	for _, e := range m.Entries {
-		if e.Path == p || strings.HasPrefix(e.Path, p+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 func (f *fakeWorkspaces) uploads(w http.ResponseWriter, r *http.Request) {
