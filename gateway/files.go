@@ -53,8 +53,9 @@ const (
 	maxDiffFileText = 1 << 20
 	// maxUploadBody bounds POST uploads: a revision's files by digest.
 	maxUploadBody = 32 << 20
-	// maxMessage bounds a revision's message, in characters.
-	maxMessage = 1000
+	// maxMessage bounds a revision's message, in bytes (the scheduler's
+	// bound of a reason).
+	maxMessage = 1024
 )
 
 // filesAPI returns the scheduler's workspace API, or an error answer
@@ -154,9 +155,8 @@ func revParam(name, rev string) error {
 // If-Match, checked.
 func writeOptions(c *call, message string) (client.WriteOptions, error) {
 	opts := client.WriteOptions{Author: api.Author{Kind: c.p.actor.Kind, ID: c.p.actor.ID}, Message: message}
-	if utf8.RuneCountInString(message) > maxMessage || !utf8.ValidString(message) ||
-		strings.IndexFunc(message, unicode.IsControl) >= 0 {
-		return opts, badRequest("message: want at most %d characters of one line of UTF-8", maxMessage)
+	if len(message) > maxMessage || !utf8.ValidString(message) || strings.IndexFunc(message, unicode.IsControl) >= 0 {
+		return opts, badRequest("message: want at most %d bytes of one line of UTF-8", maxMessage)
 	}
 	opts.IfMatch = strings.Trim(c.r.Header.Get("If-Match"), `"`)
 	if err := revParam("If-Match", opts.IfMatch); err != nil {
