@@ -149,6 +149,14 @@ func TestFileRoundTrip(t *testing.T) {
 	if w := f.serve(rr); w.Code != 304 {
 		t.Errorf("GET If-None-Match = %d, want 304", w.Code)
 	}
+	// Bad headers are refused before anything is written.
+	for name, value := range map[string]string{"X-Rodon-Message": strings.Repeat("m", 1025), "X-Rodon-Mode": "777", "If-Match": "../rev"} {
+		r := f.request(f.creds["editor"], "PUT", "/v1/workspaces/ws-main/files/out/x.txt", "x")
+		r.Header.Set(name, value)
+		if w := f.serve(r); w.Code != 400 {
+			t.Errorf("PUT with %s %.20q = %d %s, want 400", name, value, w.Code, w.Body)
+		}
+	}
 	// An earlier revision still has its own tree.
 	f.do("viewer", "GET", "/v1/workspaces/ws-main/files/out/chart.png?rev="+f.rev, "", 404, nil)
 
