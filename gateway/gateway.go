@@ -190,9 +190,9 @@ type Gateway struct {
 	// sign-ins goes on.
 	maintMu      sync.Mutex
 	signinCursor string
-	// libMu guards lib, the library's workspace id once known.
+	// libMu guards lib, the library's record once known.
 	libMu sync.Mutex
-	lib   string
+	lib   libraryRecord
 }
 
 // New checks cfg and wires a gateway on store and steps (both usually the
