@@ -13,6 +13,10 @@
 // revision naming it, see Verify).
 //
 // Streaming everywhere: no method holds a whole blob in memory.
+//
+// Open builds the store a --blob-store URL names (URLForms). Package
+// blobtest holds the conformance suite every Store passes and StartS3, a
+// SeaweedFS server on loopback for tests against real S3.
 package blob
 
 import (

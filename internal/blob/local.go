@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/rodon-compute/rodon/internal/manifest"
 )
 
 // Local is a Store in a directory: blob D at DIR/D[:2]/D, writes streamed
@@ -267,21 +269,12 @@ func (l *Local) Verify(ctx context.Context, digest string) error {
 func (l *Local) Close() error { return nil }
 
 // checkDigest refuses a digest that is not 64 lower-case hex digits
-// (ErrDigest): no path can be made of one.
+// (ErrDigest): no path or key can be made of one.
 func checkDigest(d string) error {
-	if len(d) == 64 && isHex(d) {
-		return nil
+	if err := manifest.CheckDigest(d); err != nil {
+		return fmt.Errorf("%v: %w", err, ErrDigest)
 	}
-	return fmt.Errorf("digest %.70q: want 64 lower-case hex digits of a SHA-256: %w", d, ErrDigest)
-}
-
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return nil
 }
 
 // LoadOrCreateKey returns the 32-byte signing key in path, first writing

@@ -257,3 +257,30 @@ func TestLocalGetHeaders(t *testing.T) {
 		t.Errorf("GET If-None-Match its ETag = %d, want 304", resp.StatusCode)
 	}
 }
+
+// TestLocalOtherKeyRefused: a store sharing the directory under another
+// key refuses the first one's URLs.
+func TestLocalOtherKeyRefused(t *testing.T) {
+	l, _ := newLocal(t)
+	b, d := blobtest.Random(t, 100)
+	if err := l.Put(t.Context(), d, bytes.NewReader(b), 100); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Start()
+	defer srv.Close()
+	other, err := blob.NewLocal(l.Dir(), bytes.Repeat([]byte{7}, 32), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = other.Handler()
+	get, _ := l.PresignGet(t.Context(), d, time.Minute)
+	resp, err := srv.Client().Get(srv.URL + get[strings.Index(get, "/v1/"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET with a URL signed under another key = %d, want 403", resp.StatusCode)
+	}
+}

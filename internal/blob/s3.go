@@ -212,18 +212,21 @@ func (c *counter) Read(p []byte) (int, error) {
 
 // upload streams r into a new temporary object: size bytes (-1:
 // unknown), at most limit (-1: no limit). A reader longer than size is
-// caught by reading one byte more, which the object then lacks but the
-// count has.
+// caught by reading one byte more after the upload: the count has it,
+// the object does not.
 func (s *S3) upload(ctx context.Context, r io.Reader, size, limit int64) (*tempObject, error) {
 	var rnd [16]byte
 	rand.Read(rnd[:])
 	key := s.prefix + "tmp/" + hex.EncodeToString(rnd[:])
 	h := sha256.New()
 	src := io.Reader(ctxReader{ctx, r})
-	if limit >= 0 {
-		src = io.LimitReader(src, limit)
-	}
 	c := &counter{r: src, h: h}
+	switch {
+	case size >= 0:
+		c.r = io.LimitReader(src, size)
+	case limit >= 0:
+		c.r = io.LimitReader(src, limit)
+	}
 	_, err := s.c.PutObject(ctx, s.bucket, key, c, size, minio.PutObjectOptions{
 		PartSize:             partSize,
 		ContentType:          "application/octet-stream",
@@ -238,8 +241,8 @@ func (s *S3) upload(ctx context.Context, r io.Reader, size, limit int64) (*tempO
 	}
 	if size >= 0 {
 		var one [1]byte
-		if n, _ := io.ReadFull(c, one[:]); n > 0 {
-			return &tempObject{key: key, size: c.n}, nil
+		if n, _ := io.ReadFull(src, one[:]); n > 0 {
+			return &tempObject{key: key, size: c.n + 1}, nil
 		}
 	}
 	return &tempObject{key: key, digest: hex.EncodeToString(h.Sum(nil)), size: c.n}, nil

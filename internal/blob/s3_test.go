@@ -15,10 +15,15 @@ import (
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
-// TestS3Conformance runs the suite against SeaweedFS on loopback, the
-// presigned URLs with a plain http.Client.
-func TestS3Conformance(t *testing.T) {
+// TestS3 runs the suite against SeaweedFS on loopback, the presigned URLs
+// with a plain http.Client, then opens the store by URL.
+func TestS3(t *testing.T) {
 	cfg := blobtest.StartS3(t)
+	t.Run("Conformance", func(t *testing.T) { s3Conformance(t, cfg) })
+	t.Run("Open", func(t *testing.T) { s3Open(t, cfg) })
+}
+
+func s3Conformance(t *testing.T, cfg blob.S3Config) {
 	s, err := blob.NewS3(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +46,8 @@ func TestS3Conformance(t *testing.T) {
 	}
 }
 
-// TestOpen opens each kind of --blob-store URL.
-func TestOpen(t *testing.T) {
+// TestOpenLocal opens the local kinds of --blob-store URL.
+func TestOpenLocal(t *testing.T) {
 	logger := testenv.Logger(t)
 	data := t.TempDir()
 	s, err := blob.Open(t.Context(), "local", data, "http://127.0.0.1:1", logger)
@@ -65,9 +70,16 @@ func TestOpen(t *testing.T) {
 	if _, err := blob.Open(t.Context(), "local", data, "", logger); err == nil || !strings.Contains(err.Error(), "base URL") {
 		t.Errorf("Open(local) without a base URL = %v, want an error naming it", err)
 	}
+}
 
-	cfg := blobtest.StartS3(t)
-	url := "s3://" + cfg.Bucket + "/" + cfg.Prefix + "?endpoint=" + cfg.Endpoint + "&secure=false"
+// s3Open opens the S3 store by URL, credentials from the environment and
+// from a file.
+func s3Open(t *testing.T, cfg blob.S3Config) {
+	logger := testenv.Logger(t)
+	data := t.TempDir()
+	var s blob.Store
+	var err error
+	url := "s3://" + cfg.Bucket + "/" + cfg.Prefix + "-open?endpoint=" + cfg.Endpoint + "&secure=false"
 	t.Setenv("AWS_ACCESS_KEY_ID", cfg.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", cfg.SecretKey)
 	s, err = blob.Open(t.Context(), url, data, "", logger)

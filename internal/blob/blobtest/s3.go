@@ -60,16 +60,25 @@ func StartS3(t testing.TB) blob.S3Config {
 	}
 	s3port := port()
 	cfg.Endpoint = "127.0.0.1:" + s3port
+	// weed makes a Unix socket /tmp/seaweedfs-SERVICE-grpc-PORT.sock for
+	// each gRPC port, whatever its flags: removed at cleanup.
+	var sockets []string
+	grpc := func(service string) string {
+		p := port()
+		sockets = append(sockets, fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%s.sock", service, p))
+		return p
+	}
 	args := []string{"server",
 		"-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3.ip.bind=127.0.0.1", "-metricsIp=127.0.0.1",
 		"-dir=" + filepath.Join(dir, "data"),
-		"-master.port=" + port(), "-master.port.grpc=" + port(),
+		"-master.port=" + port(), "-master.port.grpc=" + grpc("master"),
 		"-master.telemetry=false", "-master.telemetry.url=http://127.0.0.1:1/",
 		"-master.volumeSizeLimitMB=512",
-		"-volume.port=" + port(), "-volume.port.grpc=" + port(), "-volume.max=0",
-		"-filer", "-filer.port=" + port(), "-filer.port.grpc=" + port(),
+		"-volume.port=" + port(), "-volume.port.grpc=" + grpc("volume"), "-volume.max=0",
+		"-volume.preStopSeconds=0",
+		"-filer", "-filer.port=" + port(), "-filer.port.grpc=" + grpc("filer"),
 		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"),
-		"-s3", "-s3.port=" + s3port, "-s3.port.grpc=" + port(),
+		"-s3", "-s3.port=" + s3port, "-s3.port.grpc=" + grpc("s3"),
 		"-s3.port.iceberg=0", "-s3.port.lance=0",
 		"-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
 		"-s3.config=" + s3conf,
@@ -87,36 +96,48 @@ func StartS3(t testing.TB) blob.S3Config {
 	cmd.Env = append(os.Environ(), "HOME="+dir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", Weed, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed once weed has exited and been reaped (waitErr set).
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
+		// Killed: its data is thrown away, and its graceful stop (SIGTERM)
+		// takes more than 15s, mostly waiting.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
 		logf.Close()
+		for _, s := range sockets {
+			if st, err := os.Lstat(s); err == nil && st.Mode().Type() == os.ModeSocket {
+				os.Remove(s)
+			}
+		}
 		if left := testenv.Processes(dir); len(left) > 0 {
 			t.Errorf("SeaweedFS left processes: %v", left)
 		}
 	})
-	if err := waitS3(cfg, exited); err != nil {
+	if err := waitS3(cfg, exited, &waitErr); err != nil {
 		log, _ := os.ReadFile(logf.Name())
 		if len(log) > 8000 {
 			log = log[len(log)-8000:]
 		}
 		t.Fatalf("SeaweedFS on %s: %v; its log ends:\n%s", cfg.Endpoint, err, log)
 	}
+	t.Logf("SeaweedFS S3 on %s ready in %v", cfg.Endpoint, time.Since(t0).Round(time.Millisecond))
+	if bad, err := notLoopback(cmd.Process.Pid); err != nil || len(bad) > 0 {
+		t.Fatalf("SeaweedFS listens outside loopback: %v (%v)", bad, err)
+	}
 	return cfg
 }
 
 // waitS3 waits until the server stores and reads back an object.
-func waitS3(cfg blob.S3Config, exited <-chan error) error {
+func waitS3(cfg blob.S3Config, exited <-chan struct{}, waitErr *error) error {
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Region:       cfg.Region,
@@ -132,8 +153,8 @@ func waitS3(cfg blob.S3Config, exited <-chan error) error {
 			return nil
 		}
 		select {
-		case werr := <-exited:
-			return fmt.Errorf("exited (%v) before it answered: %w", werr, err)
+		case <-exited:
+			return fmt.Errorf("exited (%v) before it answered: %w", *waitErr, err)
 		case <-time.After(250 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
