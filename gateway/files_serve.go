@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/rodon-compute/rodon/api"
@@ -117,6 +118,16 @@ func (g *Gateway) handleGetFile(c *call) error {
 	if inm := c.r.Header.Get("If-None-Match"); inm != "" && (inm == etag || inm == "*") {
 		c.w.Header().Set("ETag", etag)
 		c.w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	if c.r.Method == http.MethodHead {
+		// The tree has all a HEAD answers.
+		h := c.w.Header()
+		setFileHeaders(h, p)
+		h.Set("ETag", etag)
+		h.Set("Accept-Ranges", "bytes")
+		h.Set("Content-Length", strconv.FormatInt(e.Size, 10))
+		c.w.WriteHeader(http.StatusOK)
 		return nil
 	}
 	file, err := f.File(c.ctx, ws, p, client.FileOptions{Rev: rev, Range: c.r.Header.Get("Range")})

@@ -149,6 +149,10 @@ func TestFileRoundTrip(t *testing.T) {
 	if w := f.serve(rr); w.Code != 304 {
 		t.Errorf("GET If-None-Match = %d, want 304", w.Code)
 	}
+	if w := f.serve(f.request(f.creds["viewer"], "HEAD", "/v1/workspaces/ws-main/files/out/chart.png", "")); w.Code != 200 ||
+		w.Header().Get("Content-Length") != itoa(len(png)) || w.Body.Len() != 0 {
+		t.Errorf("HEAD chart.png = %d %v, want 200 with the length and no body", w.Code, w.Header())
+	}
 	// Bad headers are refused before anything is written.
 	for name, value := range map[string]string{"X-Rodon-Message": strings.Repeat("m", 1025), "X-Rodon-Mode": "777", "If-Match": "../rev"} {
 		r := f.request(f.creds["editor"], "PUT", "/v1/workspaces/ws-main/files/out/x.txt", "x")
