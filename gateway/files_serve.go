@@ -50,7 +50,11 @@ func setFileHeaders(h http.Header, p string) {
 		disp = "inline"
 	}
 	h.Set("Content-Type", t.typ)
-	h.Set("Content-Disposition", mime.FormatMediaType(disp, map[string]string{"filename": path.Base(p)}))
+	cd := mime.FormatMediaType(disp, map[string]string{"filename": path.Base(p)})
+	if cd == "" {
+		cd = disp // a name it cannot carry: no name, never no disposition
+	}
+	h.Set("Content-Disposition", cd)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", fileCSP)
 }
