@@ -146,7 +146,7 @@ func (g *Gateway) handleGetFile(c *call) error {
 		h.Set("ETag", t)
 	}
 	h.Set("Accept-Ranges", "bytes")
-	copyHeaders(h, file.Header, "Content-Length", "Content-Range", RevisionHeader)
+	copyHeaders(h, file.Header, "Content-Length", "Content-Range", RevisionHeader, client.ModeHeader)
 	c.w.WriteHeader(file.Status)
 	io.Copy(c.w, file.Body)
 	return nil
