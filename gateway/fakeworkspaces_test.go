@@ -220,7 +220,7 @@ func (f *fakeWorkspaces) change(w http.ResponseWriter, r *http.Request, paths []
 	ws := r.PathValue("id")
 	base, ok := f.at(ws, r.Header.Get("If-Match"))
 	if !ok {
-		fail(w, http.StatusPreconditionFailed, "precondition_failed", "If-Match %s is no revision of %s", r.Header.Get("If-Match"), ws)
+		fail(w, http.StatusPreconditionFailed, api.CodeConflict, "If-Match %s is no revision of %s", r.Header.Get("If-Match"), ws)
 		return api.Revision{}, false
 	}
 	if head, _ := f.at(ws, ""); head != base {
