@@ -185,4 +185,9 @@ const (
 	CauseAgentRestarted = "agent_restarted"
 	// CauseNodeError: anything else that went wrong on the node.
 	CauseNodeError = "node_error"
+	// CauseWorkspaceConflict: the step's changes conflict with a revision
+	// committed since its base (the same path changed on both sides); they
+	// are kept as a detached revision (Step.Revision), the reason names
+	// the path and the revisions.
+	CauseWorkspaceConflict = "workspace_conflict"
 )

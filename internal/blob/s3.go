@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -57,6 +58,7 @@ func (c S3Config) LogValue() slog.Value {
 // match.
 type S3 struct {
 	c      *minio.Client
+	tr     *http.Transport
 	bucket string
 	prefix string
 }
@@ -82,7 +84,12 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	tr, err := minio.DefaultTransport(cfg.Secure)
+	if err != nil {
+		return nil, fmt.Errorf("s3 blob store %v: %w", cfg, err)
+	}
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
+		Transport:    tr,
 		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Secure:       cfg.Secure,
 		Region:       cfg.Region,
@@ -95,7 +102,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	if prefix != "" {
 		prefix += "/"
 	}
-	s := &S3{c: c, bucket: cfg.Bucket, prefix: prefix}
+	s := &S3{c: c, tr: tr, bucket: cfg.Bucket, prefix: prefix}
 	ok, err := c.BucketExists(ctx, cfg.Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("s3 blob store %v: look up bucket: %w", cfg, err)
@@ -371,4 +378,7 @@ func checkPresign(digest string, ttl time.Duration) error {
 }
 
 // Close implements Store.
-func (s *S3) Close() error { return nil }
+func (s *S3) Close() error {
+	s.tr.CloseIdleConnections()
+	return nil
+}

@@ -117,6 +117,8 @@ export interface RunStep {
   cause?: string;
   tty?: boolean;
   image?: string;
+  /** revision is the workspace revision the step made (detached when it conflicted). */
+  revision?: string;
 }
 
 export interface Operation {

@@ -138,7 +138,14 @@ func StartS3(t testing.TB) blob.S3Config {
 
 // waitS3 waits until the server stores and reads back an object.
 func waitS3(cfg blob.S3Config, exited <-chan struct{}, waitErr *error) error {
+	tr, err := minio.DefaultTransport(false)
+	if err != nil {
+		return err
+	}
+	// Its connections do not outlive the wait (tests check for leaks).
+	defer tr.CloseIdleConnections()
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
+		Transport:    tr,
 		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Region:       cfg.Region,
 		BucketLookup: minio.BucketLookupPath,
