@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/manifest"
 	"github.com/rodon-compute/rodon/internal/testenv"
+	"github.com/rodon-compute/rodon/scheduler/schedulertest"
 )
 
 func startAgent(t *testing.T, rt *Runtime, sched Scheduler) *logstore.Store {
@@ -69,14 +71,14 @@ func TestAgentRunsAssignedStep(t *testing.T) {
 	sched := newRecordingScheduler(t)
 	startAgent(t, rt, sched)
 	sched.assign(cluster.Step{ID: "a-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: cluster.StepSpec{
-		Image: "base", Args: []string{"sh", "-c", "echo line >> log.txt; exit 3"}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
+		Image: "base", Args: []string{"sh", "-c", "echo line >> log.txt; exit 3"}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws-1",
 	}})
 	sched.waitFor(t, "cleanup of a-1", func() bool { return len(sched.reports) > 0 && sched.reports[len(sched.reports)-1] == "cleaned up" })
 	want := []string{"register ready", "phase starting", "phase running", "exit 3 exit", "cleaned up"}
 	if fmt.Sprint(sched.reports) != fmt.Sprint(want) {
 		t.Errorf("reports = %q, want %q", sched.reports, want)
 	}
-	if b, ok := sched.file("ws1", "log.txt"); b != "line\n" {
+	if b, ok := sched.file("ws-1", "log.txt"); b != "line\n" {
 		t.Errorf("workspace log.txt = %q, %v; want one line", b, ok)
 	}
 }
@@ -89,7 +91,7 @@ func TestAgentFailsStepWithoutItsEnv(t *testing.T) {
 	sched := newRecordingScheduler(t)
 	startAgent(t, rt, sched)
 	sched.place(cluster.Step{ID: "e-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: cluster.StepSpec{
-		Image: "base", Args: []string{"sh", "-c", "touch ran"}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
+		Image: "base", Args: []string{"sh", "-c", "touch ran"}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws-1",
 		EnvError: "the value of environment variable K does not open with the env key of scheduler member m1",
 	}})
 	sched.waitFor(t, "the exit of e-1", func() bool { _, ok := sched.exits["e-1"]; return ok })
@@ -99,7 +101,7 @@ func TestAgentFailsStepWithoutItsEnv(t *testing.T) {
 	if rec.State != cluster.StateFailed || !strings.Contains(rec.Reason, "environment variable K does not open") {
 		t.Errorf("exit record = %+v, want failed with the env error as its reason", rec)
 	}
-	if _, ok := sched.file("ws1", "ran"); ok {
+	if _, ok := sched.file("ws-1", "ran"); ok {
 		t.Error("the step ran without its environment")
 	}
 }
@@ -134,7 +136,7 @@ func TestAgentNodeMaxLimits(t *testing.T) {
 	sched := newRecordingScheduler(t)
 	max := cluster.Limits{Pids: 200, Timeout: 10 * time.Minute, WorkspaceBytes: 8 << 20, OutputBytes: 1 << 20}
 	startAgentWith(t, rt, sched, func(c *AgentConfig, _ *logstore.Config) { c.MaxLimits = max })
-	spec := cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
+	spec := cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws-1",
 		Pids: 100, Timeout: time.Minute, WorkspaceBytes: 4 << 20, OutputBytes: 1 << 20,
 		Args: []string{"sh", "-c", "grep 'Max processes' /proc/self/limits | awk '{print $3}' > pids; df -k /workspace | tail -n 1 > df"}}
 	sched.assign(cluster.Step{ID: "in-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
@@ -143,8 +145,8 @@ func TestAgentNodeMaxLimits(t *testing.T) {
 	// there, as an older scheduler might.
 	sched.place(cluster.Step{ID: "past-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
 	sched.waitFor(t, "both exits", func() bool { return len(sched.exits) == 2 })
-	pids, _ := sched.file("ws1", "pids")
-	b, _ := sched.file("ws1", "df")
+	pids, _ := sched.file("ws-1", "pids")
+	b, _ := sched.file("ws-1", "df")
 	sched.mu.Lock()
 	defer sched.mu.Unlock()
 	if sched.registered.MaxLimits != max {
@@ -170,57 +172,59 @@ func TestAgentNodeMaxLimits(t *testing.T) {
 	}
 }
 
-// TestAgentWorkspaceFromStore: a step sees at /workspace the revision its
-// assignment names (materialised from the blob cache, modes kept) and the
-// library read-only at /library; what it leaves comes back as a result
-// manifest with the contents' digests, uploaded with only the blobs the
-// store lacked, and reported with its exit; the link it planted to a host
-// file is not in it. A step that changes nothing reports no result; one
-// whose upload fails reports its exit without one and says so. Nothing of
-// the attempts stays on the node. (The scheduler's side of assignments,
-// uploads and commits is played by recordingScheduler: it is built at
-// the same time in the scheduler.)
+// TestAgentWorkspaceFromStore, with the real scheduler and its local
+// blob store: a step sees at /workspace the revision its assignment
+// names (materialised from the blob cache, modes kept) and the library
+// read-only at /library; what it leaves comes back as a result manifest
+// with the contents' digests, uploaded with only the blobs the store
+// lacked, and committed with its exit as the step's revision; the link it
+// planted to a host file is not in it. A step that changes nothing makes
+// no revision; one whose uploads fail ends without one and says so.
+// Nothing of the attempts stays on the node.
 func TestAgentWorkspaceFromStore(t *testing.T) {
 	rt := newTestRuntime(t)
 	sched := newRecordingScheduler(t)
-	base := sched.store.commit(map[string]string{"in.txt": "hello\n", "tool.sh*": "#!/bin/sh\necho tool ran\n", "gone.txt": "x"})
-	sched.heads["ws1"] = base
-	sched.library = sched.store.commit(map[string]string{"ref.txt": "reference\n"})
 	startAgent(t, rt, sched)
+	sched.waitNode("n1")
+	base := sched.seed("ws-1", map[string]string{"in.txt": "hello\n", "tool.sh*": "#!/bin/sh\necho tool ran\n", "gone.txt": "x"}) // the head
+	sched.seed("ws-lib", map[string]string{"ref.txt": "reference\n"})
 	script := `cat in.txt > seen.txt; ./tool.sh >> seen.txt; echo made > out.txt; rm gone.txt; mkdir empty
 cat /library/ref.txt > lib.txt
 if echo x > /library/ref.txt || touch /library/new; then echo yes > library-writable; fi
 ln -s /etc/passwd passwd; ln -s in.txt alias`
-	spec := cluster.StepSpec{Image: "base", Args: []string{"sh", "-c", script}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1"}
+	spec := cluster.StepSpec{Image: "base", Args: []string{"sh", "-c", script}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws-1", Library: "ws-lib"}
 	sched.assign(cluster.Step{ID: "w-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
 	sched.waitFor(t, "the exit of w-1", func() bool { _, ok := sched.exits["w-1"]; return ok })
 	sched.mu.Lock()
 	rec, uploads, events := sched.exits["w-1"], slices.Clone(sched.uploads), slices.Clone(sched.events["w-1"])
-	head := sched.heads["ws1"]
 	sched.mu.Unlock()
-	if rec.State != cluster.StateExited || rec.ExitCode != 0 || rec.Workspace == nil || rec.Workspace.Base != base || rec.Workspace.Manifest != head {
-		t.Fatalf("exit record %+v (workspace %+v), want exited 0 with a result from %s", rec, rec.Workspace, base)
+	if rec.State != cluster.StateExited || rec.ExitCode != 0 || rec.Workspace == nil || rec.Workspace.Base != base.Manifest {
+		t.Fatalf("exit record %+v (workspace %+v), want exited 0 with a result from %s", rec, rec.Workspace, base.Manifest)
 	}
-	m := sched.store.tree(head)
+	step, _ := sched.c.State().Step("w-1")
+	if step.Revision == "" {
+		t.Fatalf("step w-1 made no revision: %+v", step)
+	}
+	tree := sched.tree("ws-1", step.Revision)
 	for p, want := range map[string]string{"seen.txt": "hello\ntool ran\n", "out.txt": "made\n", "lib.txt": "reference\n", "in.txt": "hello\n"} {
-		e, ok := m.Lookup(p)
-		got, _ := sched.store.file(head, p)
+		e, ok := tree[p]
+		got, _ := sched.file("ws-1", p)
 		if !ok || got != want || e.SHA256 != manifest.Digest([]byte(want)) || e.Mode != 0o644 {
 			t.Errorf("result %s: %+v, %q; want %q, mode 0644, its digest", p, e, got, want)
 		}
 	}
-	if e, _ := m.Lookup("tool.sh"); e.Mode != 0o755 {
+	if e := tree["tool.sh"]; e.Mode != 0o755 {
 		t.Errorf("tool.sh in the result: %+v, want mode 0755", e)
 	}
-	if e, ok := m.Lookup("alias"); !ok || e.Type != manifest.Symlink || e.Target != "in.txt" {
+	if e, ok := tree["alias"]; !ok || e.Type != "symlink" || e.Target != "in.txt" {
 		t.Errorf("alias in the result: %+v, %v; want a link to in.txt", e, ok)
 	}
 	for _, p := range []string{"passwd", "gone.txt", "library-writable"} {
-		if e, ok := m.Lookup(p); ok {
+		if e, ok := tree[p]; ok {
 			t.Errorf("result holds %s: %+v", p, e)
 		}
 	}
-	if e, ok := m.Lookup("empty"); !ok || e.Type != manifest.Dir {
+	if e, ok := tree["empty"]; !ok || e.Type != "dir" {
 		t.Errorf("empty directory in the result: %+v, %v", e, ok)
 	}
 	// Only what the store lacked was asked for: not in.txt nor tool.sh.
@@ -245,11 +249,14 @@ ln -s /etc/passwd passwd; ln -s in.txt alias`
 	if fc == nil || !slices.Equal(fc.Added, []string{"alias", "empty", "lib.txt", "out.txt", "seen.txt"}) || !slices.Equal(fc.Removed, []string{"gone.txt"}) || len(fc.Modified) != 0 {
 		t.Errorf("files_changed %+v, want the diff of the manifests", fc)
 	}
+	if rev, err := sched.cl.Revision(t.Context(), "ws-1", step.Revision); err != nil || rev.Author.Kind != "step" || !slices.Equal(rev.Changes.Added, fc.Added) {
+		t.Errorf("revision %+v, %v; want authored by the step, with the event's changes", rev, err)
+	}
 	if !dropped {
 		t.Errorf("no warning that the link to /etc/passwd was dropped: %+v", events)
 	}
 
-	// Nothing changed: no result, nothing uploaded.
+	// Nothing changed: no revision, nothing uploaded.
 	spec.Args = []string{"cat", "in.txt"}
 	sched.assign(cluster.Step{ID: "w-2", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
 	sched.waitFor(t, "the exit of w-2", func() bool { _, ok := sched.exits["w-2"]; return ok })
@@ -260,9 +267,7 @@ ln -s /etc/passwd passwd; ln -s in.txt alias`
 	sched.mu.Unlock()
 
 	// Every upload fails: the exit is reported without a result.
-	sched.store.mu.Lock()
-	sched.store.failPuts = 100
-	sched.store.mu.Unlock()
+	sched.c.FailNext(uploadTries, http.StatusServiceUnavailable, schedulertest.Match(http.MethodPut, "/v1/blobs/"))
 	spec.Args = []string{"sh", "-c", "echo lost > lost.txt"}
 	sched.assign(cluster.Step{ID: "w-3", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
 	waitLong(t, sched, time.Minute, "the exit of w-3", func() bool { _, ok := sched.exits["w-3"]; return ok })
@@ -275,7 +280,7 @@ ln -s /etc/passwd passwd; ln -s in.txt alias`
 	if ws := eventsOfCluster(events, cluster.EventWarning); len(ws) == 0 || ws[len(ws)-1].Warning.Cause != api.WarningWorkspaceNotSaved {
 		t.Errorf("failed upload: warnings %+v, want workspace_not_saved", ws)
 	}
-	if _, ok := sched.file("ws1", "lost.txt"); ok {
+	if _, ok := sched.file("ws-1", "lost.txt"); ok {
 		t.Error("lost.txt is in the head")
 	}
 	sched.waitFor(t, "cleanup of w-3", func() bool { return sched.reports[len(sched.reports)-1] == "cleaned up" })

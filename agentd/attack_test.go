@@ -247,7 +247,7 @@ func TestAttackSurvivingProcess(t *testing.T) {
 		mu.Unlock()
 	}
 	startAgent(t, rt, sched)
-	spec := cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
+	spec := cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws-1",
 		Args: []string{"sh", "-c", "setsid sleep 1000 & echo started > started; exit 0"}}
 	sched.assign(cluster.Step{ID: "bg-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
 	sched.waitFor(t, "cleanup of bg-1", func() bool { return len(sched.reports) > 0 && sched.reports[len(sched.reports)-1] == "cleaned up" })

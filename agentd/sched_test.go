@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,24 +37,14 @@ type recordingScheduler struct {
 	// registered is the last registration.
 	registered cluster.RegisterNode
 
-	// store plays the blob store and the scheduler's side of workspaces
-	// (assignments' access, uploads, the head a result becomes), which
-	// another helper is building in the scheduler: heads are the
-	// workspaces' trees by manifest digest, library the account
-	// library's, and uploads what the agent asked to upload.
-	store   *testStore
-	heads   map[string]string
-	library string
+	// uploads are the agent's upload requests, in order.
 	uploads []cluster.UploadsRequest
-	// refuseUploads answers every Uploads with a 403.
-	refuseUploads bool
 }
 
 func newRecordingScheduler(t *testing.T) *recordingScheduler {
 	c := schedulertest.New(t, schedulertest.Options{})
 	return &recordingScheduler{t: t, c: c, cl: c.Client(), steps: map[cluster.StepID]cluster.Step{},
-		exits: map[cluster.StepID]cluster.ExitRecord{}, events: map[cluster.StepID][]cluster.Event{},
-		store: newTestStore(t), heads: map[string]string{}}
+		exits: map[cluster.StepID]cluster.ExitRecord{}, events: map[cluster.StepID][]cluster.Event{}}
 }
 
 // assign submits st's spec as step st.ID, for node st.Node only: the
@@ -63,7 +55,7 @@ func (f *recordingScheduler) assign(st cluster.Step) {
 	sp := st.Spec
 	req := api.StepRequest{ID: string(st.ID), Image: sp.Image, Args: sp.Args, Env: sp.Env, CPU: sp.CPU, MemoryBytes: sp.MemoryBytes,
 		Pids: sp.Pids, Timeout: api.Duration(sp.Timeout), WorkspaceBytes: sp.WorkspaceBytes, OutputBytes: sp.OutputBytes,
-		Workspace: sp.Workspace, NoInternet: sp.NoInternet, TTY: sp.TTY, Idempotent: sp.Idempotent, Node: string(st.Node)}
+		Workspace: sp.Workspace, BaseRevision: sp.BaseRevision, Library: sp.Library, NoInternet: sp.NoInternet, TTY: sp.TTY, Idempotent: sp.Idempotent, Node: string(st.Node)}
 	if _, err := f.cl.SubmitStep(context.Background(), req); err != nil {
 		f.t.Fatalf("submit %s: %v", st.ID, err)
 	}
@@ -132,36 +124,60 @@ func (f *recordingScheduler) Heartbeat(ctx context.Context, req cluster.Heartbea
 
 func (f *recordingScheduler) Assignments(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (uint64, []cluster.Step, error) {
 	a, err := f.cl.Assignments(ctx, node, index, wait)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i, st := range a.Steps {
-		if ws := st.Spec.Workspace; ws != "" {
-			a.Steps[i].Spec.WorkspaceAccess = f.store.access(ws, f.heads[ws], false)
-		}
-		if f.library != "" {
-			a.Steps[i].Spec.LibraryAccess = f.store.access("library", f.library, true)
-		}
-	}
 	return a.Index, a.Steps, err
 }
 
 func (f *recordingScheduler) Uploads(ctx context.Context, req cluster.UploadsRequest) (cluster.UploadsResponse, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.uploads = append(f.uploads, req)
-	if f.refuseUploads {
-		return cluster.UploadsResponse{}, refused(&client.Error{Status: 403, Code: api.CodeForbidden, Message: "refused by the test"})
+	f.mu.Unlock()
+	res, err := f.cl.AgentUploads(ctx, req)
+	return res, refused(err)
+}
+
+// seed writes files (path -> content; a path ending in "*" is written
+// 0755) into workspace ws through the scheduler's workspace API, one
+// revision each, and returns the last.
+func (f *recordingScheduler) seed(ws string, files map[string]string) api.Revision {
+	f.t.Helper()
+	var rev api.Revision
+	for p, c := range files {
+		var opts client.WriteOptions
+		if q, ok := strings.CutSuffix(p, "*"); ok {
+			p, opts.Mode = q, 0o755
+		}
+		var err error
+		if rev, err = f.cl.PutFile(context.Background(), ws, p, strings.NewReader(c), int64(len(c)), opts); err != nil {
+			f.t.Fatalf("seed %s/%s: %v", ws, p, err)
+		}
 	}
-	return f.store.uploads(req), nil
+	return rev
 }
 
 // file is the content of path in workspace ws's head, and whether it is
 // there.
 func (f *recordingScheduler) file(ws, path string) (string, bool) {
-	f.mu.Lock()
-	head := f.heads[ws]
-	f.mu.Unlock()
-	return f.store.file(head, path)
+	r, err := f.cl.File(context.Background(), ws, path, client.FileOptions{})
+	if err != nil {
+		return "", false
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	return string(b), err == nil
+}
+
+// tree is workspace ws's tree at revision rev, by path.
+func (f *recordingScheduler) tree(ws, rev string) map[string]api.TreeEntry {
+	f.t.Helper()
+	es, err := f.cl.Tree(context.Background(), ws, rev, "")
+	if err != nil {
+		f.t.Fatalf("tree of %s at %s: %v", ws, rev, err)
+	}
+	out := map[string]api.TreeEntry{}
+	for _, e := range es {
+		out[e.Path] = e
+	}
+	return out
 }
 
 func (f *recordingScheduler) StepPhase(ctx context.Context, req cluster.StepPhase) error {
@@ -203,12 +219,7 @@ func (f *recordingScheduler) StepExit(ctx context.Context, req cluster.StepExit)
 	f.steps[req.Record.Step] = st
 	f.exits[req.Record.Step] = req.Record
 	f.reports = append(f.reports, fmt.Sprintf("exit %d %s", req.Record.ExitCode, req.Record.TerminatedBy))
-	if res := req.Record.Workspace; res != nil {
-		// The commit: the result becomes the head (no rebase here).
-		if s, ok := f.c.State().Step(req.Record.Step); ok {
-			f.heads[s.Spec.Workspace] = res.Manifest
-		}
-	}
+
 	return err
 }
 
