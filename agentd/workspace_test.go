@@ -2,7 +2,9 @@ package agentd
 
 import (
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +15,8 @@ import (
 	"github.com/rodon-compute/rodon/agentd/blobcache"
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/manifest"
+	"github.com/rodon-compute/rodon/internal/pki"
+	"github.com/rodon-compute/rodon/internal/pki/pkitest"
 	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/internal/treecopy"
 )
@@ -211,5 +215,40 @@ func TestBlobTransport(t *testing.T) {
 	}
 	if !slices.Equal(cl.got, []string{local}) || !slices.Equal(pub.got, []string{s3}) {
 		t.Errorf("cluster transport got %q, public %q", cl.got, pub.got)
+	}
+}
+
+// TestBlobClientTLS: the agent fetches the scheduler's own blob URLs with
+// its certificate from a scheduler member; a URL of another kind is not
+// sent with it (and a cluster certificate is no public one).
+func TestBlobClientTLS(t *testing.T) {
+	ca := pkitest.New(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := pki.PeerIdentity(r.TLS)
+		if !ok || id.String() != "agent/n1" {
+			http.Error(w, "who are you", http.StatusForbidden)
+			return
+		}
+		w.Write([]byte("blob"))
+	}))
+	srv.TLS = ca.Source(t, pki.RoleMember, "m1").ServerConfig(pki.AnyIdentity)
+	srv.StartTLS()
+	defer srv.Close()
+	tr := ca.Source(t, pki.RoleAgent, "n1").Transport(pki.AllowRoles(pki.RoleMember))
+	defer tr.CloseIdleConnections()
+	hc, closeIdle := blobClient(tr)
+	defer closeIdle()
+	resp, err := hc.Get(srv.URL + "/v1/blobs/" + manifest.Digest(nil) + "?method=GET&sig=ab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "blob" {
+		t.Errorf("scheduler blob URL: %s %q", resp.Status, b)
+	}
+	if resp, err := hc.Get(srv.URL + "/bucket/key?X-Amz-Signature=ab"); err == nil {
+		resp.Body.Close()
+		t.Errorf("an S3-style URL to a server of the cluster CA was fetched: %s", resp.Status)
 	}
 }
