@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rodon-compute/rodon/internal/manifest"
 	"github.com/rodon-compute/rodon/internal/testenv"
@@ -294,13 +293,16 @@ func TestAddPutLoad(t *testing.T) {
 }
 
 // value reads a counter's or a gauge's value.
-func value(m prometheus.Metric) float64 {
-	var out dto.Metric
-	if err := m.Write(&out); err != nil {
-		panic(err)
+func value(c prometheus.Collector) float64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 {
+		panic(fmt.Sprint(mfs, err))
 	}
-	if out.Counter != nil {
-		return out.Counter.GetValue()
+	m := mfs[0].GetMetric()[0]
+	if c := m.GetCounter(); c != nil {
+		return c.GetValue()
 	}
-	return out.Gauge.GetValue()
+	return m.GetGauge().GetValue()
 }
