@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,15 @@ func startAgent(t *testing.T, rt *Runtime, sched Scheduler) *logstore.Store {
 // startAgentWith is startAgent with the agent's and its log store's
 // configurations edited.
 func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentConfig, *logstore.Config)) *logstore.Store {
+	t.Helper()
+	logs, stop := runTestAgent(t, rt, sched, edit)
+	t.Cleanup(stop)
+	return logs
+}
+
+// runTestAgent starts an agent as startAgentWith does, and returns the
+// func that stops it (and waits until its Run returned).
+func runTestAgent(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentConfig, *logstore.Config)) (*logstore.Store, func()) {
 	t.Helper()
 	cfg := logstore.DefaultConfig()
 	cfg.Dir = t.TempDir()
@@ -55,7 +65,7 @@ func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*Agent
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
+	return logs, sync.OnceFunc(func() {
 		cancel()
 		select {
 		case <-done:
@@ -63,7 +73,6 @@ func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*Agent
 			t.Errorf("agent did not stop within 30s of cancel")
 		}
 	})
-	return logs
 }
 
 func TestAgentRunsAssignedStep(t *testing.T) {
@@ -304,4 +313,43 @@ func noTrees(t *testing.T, rt *Runtime) {
 		}
 		return nil
 	})
+}
+
+// TestAgentAdoptsWorkspaceStep: an agent that stops while a step with a
+// workspace runs leaves its sandbox and tree; the next agent of the node
+// adopts the step, and the tree the step left after the restart is still
+// saved as its revision (the base fetched again through the re-read
+// assignment). The first agent is made to look dead by its owner label.
+func TestAgentAdoptsWorkspaceStep(t *testing.T) {
+	rtA := newTestRuntime(t)
+	rtA.owner = "999999999:0" // no such process: dead once it stops
+	sched := newRecordingScheduler(t)
+	_, stopA := runTestAgent(t, rtA, sched, nil)
+	sched.waitNode("n1")
+	sched.seed("ws-1", map[string]string{"in.txt": "hello\n"})
+	spec := cluster.StepSpec{Image: "base", Args: []string{"sh", "-c", "sleep 4; cat in.txt > late.txt"}, CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws-1"}
+	sched.assign(cluster.Step{ID: "ad-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
+	sched.waitFor(t, "ad-1 running", func() bool { return sched.steps["ad-1"].State == cluster.StateRunning })
+	stopA()
+	if ents, _ := os.ReadDir(treesDir(rtA.cfg)); len(ents) != 1 {
+		t.Fatalf("trees after the first agent stopped: %v, want the running attempt's", ents)
+	}
+	rtB, err := NewRuntime(t.Context(), rtA.cfg, rtA.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rtB.Close()
+	startAgent(t, rtB, sched)
+	waitLong(t, sched, time.Minute, "the exit of ad-1", func() bool { _, ok := sched.exits["ad-1"]; return ok })
+	sched.mu.Lock()
+	rec := sched.exits["ad-1"]
+	sched.mu.Unlock()
+	if rec.ExitCode != 0 || rec.Workspace == nil {
+		t.Fatalf("adopted step's exit %+v (workspace %+v), want exit 0 with a result", rec, rec.Workspace)
+	}
+	if got, _ := sched.file("ws-1", "late.txt"); got != "hello\n" {
+		t.Errorf("late.txt in the head = %q, want what the step wrote after the restart", got)
+	}
+	sched.waitFor(t, "cleanup of ad-1", func() bool { return sched.reports[len(sched.reports)-1] == "cleaned up" })
+	noTrees(t, rtB)
 }
