@@ -1,0 +1,312 @@
+// The workspace view (#/workspaces/<id>[/<rev>|head[/<path>]]): the file
+// tree of one revision with a preview of the file chosen, drag-and-drop
+// upload (editors), the revision history with restore, and a diff between
+// two revisions. Without a revision in the route it follows the head:
+// a step or a person writing meanwhile shows up within a few seconds.
+
+import { ApiError, call, callPages, errorText, type Me, type Revision, sendBytes, type TreeEntry, type Workspace } from "./api";
+import { diffView } from "./diff";
+import { h, replace, setText } from "./dom";
+import { bytes, dateTime, printable } from "./format";
+import { authorView, historyView, revisionLabel } from "./history";
+import { encodePath, workspaceAPI, workspaceHash } from "./links";
+import type { Page } from "./page";
+import { renderPreview } from "./preview";
+import { buildTree, findNode, parents, renderTree, type TreeNode } from "./tree";
+
+const pollEvery = 5000;
+/** historyWant is how many of the newest revisions the history shows. */
+const historyWant = 200;
+
+/** canWrite says whether the caller's role may write to a workspace (viewers read only). */
+export function canWrite(me: Me): boolean {
+  return me.role === "editor" || me.role === "admin" || me.role === "owner";
+}
+
+/** conflictPaths are the paths a 409 answer names: its detached revision's, else the ones tried. */
+export function conflictPaths(answer: unknown, tried: string[]): string[] {
+  const a = answer as { revision?: Revision; conflict?: string[]; error?: { conflict?: string[] } } | undefined;
+  const named = a?.revision?.conflict ?? a?.conflict ?? a?.error?.conflict;
+  return Array.isArray(named) && named.length > 0 ? named.map(String) : tried;
+}
+
+/** workspacePage shows workspace ws at revision rev (the head when empty) with path chosen. */
+export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string, path: string, go: (hash: string) => void): Page {
+  const writer = canWrite(me);
+  const follow = rev === "";
+  let disposed = false;
+  let timer: number | undefined;
+  let history: Revision[] = [];
+  let head: Revision | undefined;
+  let shown: Revision | undefined;
+  let tree: TreeNode = buildTree([]);
+  let selected = path;
+  let uploadDir = "";
+  let preview: AbortController | undefined;
+  let uploading = false;
+  let loaded = false;
+  let more = false;
+  // running serialises the reads: a poll and an upload's refresh never overlap.
+  let running: Promise<void> = Promise.resolve();
+
+  const name = h("span", { id: "ws-name" }, ws);
+  const revEl = h("span", { id: "ws-rev", "data-testid": "ws-rev", class: "mono" });
+  const revFacts = h("p", { id: "ws-rev-facts", class: "muted" });
+  const headNote = h("p", { id: "ws-head-note", class: "note", hidden: true });
+  const detachedPaths = h("ul", { id: "ws-detached-paths", class: "files" });
+  const detached = h("div", { id: "ws-detached", class: "warning", role: "alert", hidden: true }, h("p", {}, "This revision is detached: its writer's changes conflicted with a newer revision, so it is not on the history. Conflicting paths:"), detachedPaths);
+  const pageError = h("p", { id: "ws-error", class: "error", role: "alert" });
+
+  const treeList = h("ul", { id: "ws-tree", "data-testid": "ws-tree", class: "tree" });
+  const uploadInput = h("input", { id: "ws-upload-input", "data-testid": "ws-upload-input", type: "file", multiple: true, class: "visually-hidden" });
+  const uploadButton = h("label", { for: "ws-upload-input", class: "button" }, "Upload files");
+  const uploadTarget = h("span", { id: "ws-upload-dir", "data-testid": "ws-upload-dir", class: "mono" });
+  const uploadStatus = h("p", { id: "ws-upload-status", "data-testid": "ws-upload-status", class: "muted", "aria-live": "polite" });
+  const uploadError = h("p", { id: "ws-upload-error", "data-testid": "ws-upload-error", class: "error", role: "alert" });
+  const conflictList = h("ul", { id: "ws-conflict", "data-testid": "ws-conflict", class: "files", hidden: true, "aria-label": "conflicting paths" });
+  const upload = writer
+    ? h("div", { class: "upload" }, h("div", { class: "row" }, uploadButton, uploadInput, h("span", { class: "muted" }, "or drop files on the tree, into "), uploadTarget), uploadStatus, uploadError, conflictList)
+    : h("p", { class: "muted", id: "ws-read-only" }, `You read this workspace as ${me.role}: uploads and restores need an editor.`);
+  const treeCard = h("div", { class: "card ws-tree", id: "ws-tree-card", "data-testid": "ws-drop" }, h("h2", {}, "Files"), treeList, upload);
+  const previewBox = h("div", { id: "ws-preview", "data-testid": "ws-preview", class: "card ws-preview" }, h("p", { class: "muted" }, "Choose a file to preview it."));
+
+  const diff = diffView(ws);
+  const hist = historyView({
+    ws,
+    me,
+    canWrite: writer,
+    diff: (a, b) => void diff.show(a, b),
+    restored: () => go(workspaceHash(ws)),
+  });
+
+  root.appendChild(
+    h(
+      "section",
+      { class: "workspace" },
+      h(
+        "div",
+        { class: "card run-head" },
+        h("a", { href: "#/runs", class: "back" }, "\u2190 runs"),
+        h("h1", {}, "Workspace ", name, " ", revEl),
+        revFacts,
+        headNote,
+        detached,
+        pageError,
+      ),
+      h("div", { class: "ws-main" }, treeCard, previewBox),
+      hist.el,
+      diff.el,
+    ),
+  );
+
+  // --- the revision shown ------------------------------------------------
+
+  function showTarget(): void {
+    setText(uploadTarget, uploadDir ? printable(uploadDir) + "/" : "the top folder");
+  }
+
+  function choose(n: TreeNode): void {
+    if (n.children) {
+      uploadDir = n.path;
+      showTarget();
+      return;
+    }
+    uploadDir = parents(n.path).pop() ?? "";
+    showTarget();
+    select(n.path);
+  }
+
+  function select(p: string): void {
+    selected = p;
+    for (const el of treeList.querySelectorAll<HTMLElement>("[aria-current]")) el.removeAttribute("aria-current");
+    const node = findNode(tree, p);
+    preview?.abort();
+    if (!node || !node.entry || !shown) {
+      replace(previewBox, h("p", { class: "muted", id: "ws-preview-missing" }, p ? `${printable(p)} is not in this revision.` : "Choose a file to preview it."));
+      delete previewBox.dataset.path;
+      return;
+    }
+    for (const el of treeList.querySelectorAll<HTMLElement>("button.tree-file")) {
+      if (el.dataset.path === p) el.setAttribute("aria-current", "true");
+    }
+    // The route names the file, so that the view can be linked; no reload.
+    history_replace(workspaceHash(ws, rev, p));
+    preview = new AbortController();
+    void renderPreview(previewBox, ws, shown.id, node.entry, preview.signal);
+  }
+
+  function history_replace(hash: string): void {
+    if (location.hash !== hash) window.history.replaceState(null, "", hash);
+  }
+
+  function renderRevision(): void {
+    if (!shown) {
+      setText(revEl, "");
+      setText(revFacts, "No revisions yet: upload a file, or run a step in this workspace.");
+      detached.hidden = true;
+      headNote.hidden = true;
+      return;
+    }
+    setText(revEl, `${revisionLabel(shown)}`);
+    revEl.title = shown.id;
+    revEl.dataset.rev = shown.id;
+    replace(revFacts, `${shown.id} \u00b7 ${shown.files} files, ${bytes(shown.bytes)} \u00b7 by `, authorView(shown, me), ` \u00b7 ${dateTime(shown.created_at)}`, shown.message ? ` \u00b7 ${printable(shown.message)}` : "");
+    detached.hidden = !shown.detached;
+    replace(detachedPaths, (shown.conflict ?? []).map((p) => h("li", { "data-path": p }, h("code", {}, printable(p)))));
+    const behind = !!head && !shown.detached && head.id !== shown.id;
+    headNote.hidden = !behind;
+    if (behind && head) {
+      replace(headNote, `This is an older revision; the head is ${revisionLabel(head)}. `, h("a", { href: workspaceHash(ws, "", selected), id: "ws-to-head" }, "Show the head"));
+    }
+  }
+
+  async function loadTree(r: Revision | undefined): Promise<void> {
+    const entries = r ? await callPages<TreeEntry>(workspaceAPI(ws, `tree?rev=${encodeURIComponent(r.id)}`), { maxPages: 100 }) : [];
+    if (disposed) return;
+    shown = r;
+    tree = buildTree(entries);
+    loaded = true;
+    treeList.dataset.rev = r?.id ?? "";
+    renderTree(treeList, tree, choose, new Set(["", ...parents(selected), uploadDir]));
+    renderRevision();
+    if (selected) select(selected);
+  }
+
+  async function loadHistory(): Promise<void> {
+    const revs = await callPages<Revision>(workspaceAPI(ws, `revisions?limit=100`), { want: historyWant, maxPages: 2 });
+    if (disposed) return;
+    history = revs.slice(0, historyWant);
+    more = revs.length > historyWant;
+    head = history.find((r) => !r.detached);
+    hist.update(history, shown?.id ?? "", head?.id ?? "", more);
+    diff.revisions(history);
+  }
+
+  async function refresh(): Promise<void> {
+    try {
+      const before = head?.id;
+      await loadHistory();
+      if (disposed) return;
+      if (follow) {
+        if (!loaded || head?.id !== before) await loadTree(head);
+      } else if (!shown) {
+        const r = history.find((x) => x.id === rev) ?? (await call<Revision>("GET", workspaceAPI(ws, `revisions/${encodeURIComponent(rev)}`)));
+        await loadTree(r);
+      } else {
+        renderRevision();
+      }
+      if (disposed) return;
+      hist.update(history, shown?.id ?? "", head?.id ?? "", more);
+      setText(pageError, "");
+    } catch (err) {
+      if (disposed) return;
+      setText(pageError, errorText(err));
+      if (err instanceof ApiError && (err.status === 403 || err.status === 404)) return;
+    }
+    if (!disposed && timer === undefined) timer = window.setTimeout(() => void refreshNow(), pollEvery);
+  }
+
+  // --- upload --------------------------------------------------------------
+
+  async function uploadFiles(files: File[]): Promise<void> {
+    if (!writer || uploading || files.length === 0) return;
+    uploading = true;
+    setText(uploadError, "");
+    conflictList.hidden = true;
+    replace(conflictList);
+    // Each file is one revision; each PUT names the revision the person
+    // saw (then the one the previous file made), so a path someone else
+    // changed meanwhile is refused as a conflict, never overwritten.
+    let base = shown?.id ?? "";
+    let last = "";
+    for (const [i, f] of files.entries()) {
+      const p = uploadDir ? `${uploadDir}/${f.name}` : f.name;
+      setText(uploadStatus, `uploading ${printable(p)} (${bytes(f.size)}, ${i + 1} of ${files.length})\u2026`);
+      try {
+        const headers: Record<string, string> = base ? { "If-Match": base } : {};
+        const r = await sendBytes<Revision>("PUT", workspaceAPI(ws, `files/${encodePath(p)}`), f, headers);
+        base = r.id;
+        last = p;
+      } catch (err) {
+        uploading = false;
+        setText(uploadStatus, "");
+        if (err instanceof ApiError && err.status === 409) {
+          const paths = conflictPaths(err.answer, [p]);
+          setText(uploadError, `conflict: ${paths.map(printable).join(", ")} changed since ${shown ? revisionLabel(shown) : "the revision shown"}; nothing was overwritten (${err.message})`);
+          replace(conflictList, paths.map((c) => h("li", { "data-path": c }, h("code", {}, printable(c)))));
+          conflictList.hidden = false;
+        } else {
+          setText(uploadError, `upload of ${printable(p)} failed: ${errorText(err)}`);
+        }
+        // What was uploaded before stays: show it.
+        if (last) await refreshNow();
+        return;
+      }
+    }
+    uploading = false;
+    setText(uploadStatus, `uploaded ${files.length} file${files.length === 1 ? "" : "s"}`);
+    if (disposed) return;
+    // The head now holds the files: show it with the last one chosen.
+    selected = last;
+    if (follow) {
+      history_replace(workspaceHash(ws, "", last));
+      await refreshNow();
+    } else go(workspaceHash(ws, "", last));
+  }
+
+  function refreshNow(): Promise<void> {
+    if (timer !== undefined) window.clearTimeout(timer);
+    timer = undefined;
+    running = running.then(refresh);
+    return running;
+  }
+
+  if (writer) {
+    uploadInput.addEventListener("change", () => {
+      const files = [...(uploadInput.files ?? [])];
+      uploadInput.value = "";
+      void uploadFiles(files);
+    });
+    treeCard.addEventListener("dragover", (ev) => {
+      if (!ev.dataTransfer?.types.includes("Files")) return;
+      ev.preventDefault();
+      ev.dataTransfer.dropEffect = "copy";
+      treeCard.classList.add("dropping");
+    });
+    treeCard.addEventListener("dragleave", (ev) => {
+      if (!treeCard.contains(ev.relatedTarget as Node | null)) treeCard.classList.remove("dropping");
+    });
+    treeCard.addEventListener("drop", (ev) => {
+      ev.preventDefault();
+      treeCard.classList.remove("dropping");
+      // A dropped folder has no bytes to send: only files are uploaded.
+      const items = [...(ev.dataTransfer?.items ?? [])];
+      const files = [...(ev.dataTransfer?.files ?? [])].filter((_, i) => items[i]?.webkitGetAsEntry?.()?.isDirectory !== true);
+      void uploadFiles(files);
+    });
+  }
+  showTarget();
+
+  void (async () => {
+    try {
+      const all = await callPages<Workspace>("/v1/workspaces?limit=1000");
+      const w = all.find((x) => x.id === ws);
+      if (!disposed && w) {
+        setText(name, w.name);
+        name.title = w.id;
+        document.title = `${w.name} \u00b7 Rodon`;
+      }
+    } catch {
+      // The id stays shown; the other reads say what is wrong.
+    }
+  })();
+  void refreshNow();
+
+  return {
+    dispose() {
+      disposed = true;
+      preview?.abort();
+      if (timer !== undefined) window.clearTimeout(timer);
+    },
+  };
+}
