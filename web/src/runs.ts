@@ -58,7 +58,7 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
   const noInternet = h("input", { id: "new-run-no-internet", "data-testid": "new-run-no-internet", type: "checkbox" });
   const submit = h("button", { id: "new-run-submit", "data-testid": "new-run-submit", type: "submit", class: "primary" }, "Run");
   const shell = h("button", { id: "open-shell", "data-testid": "open-shell", type: "button" }, "Open shell");
-  const files = h("a", { id: "open-workspace", "data-testid": "open-workspace", class: "button", href: "#/runs" }, "Files");
+  const files = h("a", { id: "open-workspace", "data-testid": "open-workspace", class: "button", href: "#/runs", hidden: true }, "Files");
   const formError = h("p", { id: "new-run-error", "data-testid": "new-run-error", class: "error", role: "alert" });
   const form = h(
     "form",

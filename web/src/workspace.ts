@@ -161,7 +161,7 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
   }
 
   async function loadTree(r: Revision | undefined): Promise<void> {
-    const entries = r ? await callPages<TreeEntry>(workspaceAPI(ws, `tree?rev=${encodeURIComponent(r.id)}`), { maxPages: 100 }) : [];
+    const entries = r ? await callPages<TreeEntry>(workspaceAPI(ws, `tree?rev=${encodeURIComponent(r.id)}&limit=1000`), { maxPages: 100 }) : [];
     if (disposed) return;
     shown = r;
     tree = buildTree(entries);
