@@ -213,7 +213,7 @@ func (f *filesAPI) handler() http.Handler {
 			writeJSON(w, 404, api.NewError(api.CodeNotFound, "no such revision"))
 			return
 		}
-		writeJSON(w, 200, f.commit(api.Author{Kind: api.AuthorAccount, ID: "acct-me"}, maps.Clone(rv.files), "restore "+rv.ID))
+		writeJSON(w, 201, f.commit(api.Author{Kind: api.AuthorAccount, ID: "acct-me"}, maps.Clone(rv.files), "restore "+rv.ID))
 	})
 	mux.HandleFunc("GET /v1/workspaces/{ws}/diff", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
