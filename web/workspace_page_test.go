@@ -118,6 +118,15 @@ func (f *filesAPI) handler() http.Handler {
 	mux.HandleFunc("GET /v1/workspaces", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, []api.Workspace{{ID: testWS, Name: "demo"}})
 	})
+	mux.HandleFunc("GET /v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		out := []api.Operation{}
+		if f.run.ID != "" && r.URL.Query().Get("workspace") == f.run.Workspace {
+			out = append(out, f.run)
+		}
+		writeJSON(w, 200, out)
+	})
 	mux.HandleFunc("GET /v1/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -377,12 +386,15 @@ func TestWorkspacePage(t *testing.T) {
 		t.Errorf("#ws-image is %s, want 40x20", got)
 	}
 
-	// A step's revision: its author links to its run.
+	// A step's revision: its author links to its run, which the page
+	// finds among the workspace's runs (the revision does not name it).
 	f.mu.Lock()
 	files := maps.Clone(f.head().files)
 	files["sales.csv"] = []byte(csv + "east,3,\n")
 	stepRev := f.commit(api.Author{Kind: api.AuthorStep, ID: "step-7"}, files, "")
-	f.revs[len(f.revs)-1].Step, f.revs[len(f.revs)-1].Run = "step-7", "run-7"
+	f.revs[len(f.revs)-1].Step = "step-7"
+	f.run = api.Operation{ID: "run-7", Workspace: testWS, State: api.RunSucceeded, CreatedAt: time.Now(),
+		Steps: []api.RunStep{{ID: "step-7", Index: 0, Args: []string{"true"}, State: api.StepExited, Revision: stepRev.ID, Events: []api.Event{}}}}
 	f.mu.Unlock()
 	wait("the step's revision, followed", `document.querySelector('#ws-rev').textContent === '#4'`)
 	if got := eval(`document.querySelector('tr[data-rev="` + stepRev.ID + `"] .author a').getAttribute('href')`); got != "#/runs/run-7" {
@@ -434,10 +446,6 @@ func TestWorkspacePage(t *testing.T) {
 	wait("the restored tree", `document.querySelectorAll('#ws-tree button[data-path]').length === 1`)
 
 	// The run page links each step to the revision it made.
-	f.mu.Lock()
-	f.run = api.Operation{ID: "run-7", Workspace: testWS, State: api.RunSucceeded, CreatedAt: time.Now(),
-		Steps: []api.RunStep{{ID: "step-7", Index: 0, Args: []string{"true"}, State: api.StepExited, Revision: stepRev.ID, Events: []api.Event{}}}}
-	f.mu.Unlock()
 	do("open the run", chromedp.Navigate(srv.URL+"/#/runs/run-7"), chromedp.WaitVisible(chromedp.CSS("#step-revision-0")))
 	shot("run")
 	do("follow the step's revision", chromedp.Click(chromedp.CSS("#step-revision-0")))

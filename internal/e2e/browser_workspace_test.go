@@ -191,8 +191,10 @@ func TestBrowserWorkspace(t *testing.T) {
 			t.Errorf("history row %d = %+v, want %+v", i, rows[i], want[i])
 		}
 	}
-	if r := revisions()[0]; r.ID != stepRev || r.Author.Kind != api.AuthorStep || r.Run != runID {
-		t.Errorf("the API's newest revision = %+v, want %s by a step of %s", r, stepRev, runID)
+	var op gwOperation
+	apiC.must(http.StatusOK, http.MethodGet, "/v1/runs/"+runID, nil, &op)
+	if r := revisions()[0]; r.ID != stepRev || r.Author != (api.Author{Kind: api.AuthorStep, ID: op.Steps[0].ID}) {
+		t.Errorf("the API's newest revision = %+v, want %s by step %s", r, stepRev, op.Steps[0].ID)
 	}
 
 	// The diff of the step's revision: chart.png added.

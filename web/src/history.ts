@@ -14,8 +14,11 @@ export function revisionLabel(r: Revision): string {
   return r.detached || !r.number ? `detached ${r.id}` : `#${r.number}`;
 }
 
-/** authorView shows who made r: "you", "person ID", "key ID", or "step ID" with a link to its run. */
-export function authorView(r: Revision, me: Me): HTMLElement {
+/**
+ * authorView shows who made r: "you", "person ID", "key ID", or "step ID"
+ * with a link to its run (r.run, else what runOf knows of the step).
+ */
+export function authorView(r: Revision, me: Me, runOf: (step: string) => string | undefined = () => undefined): HTMLElement {
   const a = r.author;
   const el = h("span", { class: "author", "data-author-kind": a.kind, "data-author-id": a.id });
   switch (a.kind) {
@@ -27,7 +30,8 @@ export function authorView(r: Revision, me: Me): HTMLElement {
       break;
     case AUTHOR_STEP:
       el.append(`step ${printable(a.id)}`);
-      if (r.run) el.append(" of ", h("a", { href: runHash(r.run), class: "mono author-run", "data-run-id": r.run }, r.run));
+      const run = r.run || runOf(r.step || a.id);
+      if (run) el.append(" of ", h("a", { href: runHash(run), class: "mono author-run", "data-run-id": run }, run));
       break;
     default:
       el.append(`${printable(a.kind)} ${printable(a.id)}`);
@@ -47,6 +51,8 @@ export interface HistoryOptions {
   ws: string;
   me: Me;
   canWrite: boolean;
+  /** runOf is the run of a step, when the page knows it. */
+  runOf(step: string): string | undefined;
   /** diff shows the diff from one revision to another. */
   diff(from: string, to: string): void;
   /** restored is called with the revision a restore made. */
@@ -56,7 +62,7 @@ export interface HistoryOptions {
 /** HistoryView is the history card; update redraws it. */
 export interface HistoryView {
   el: HTMLElement;
-  update(revs: Revision[], shown: string, head: string, more: boolean): void;
+  update(revs: Revision[], shown: string, head: string, more: boolean, runs: number): void;
 }
 
 /** historyView builds the history card. */
@@ -131,7 +137,7 @@ export function historyView(o: HistoryOptions): HistoryView {
         "aria-current": r.id === shown ? "true" : null,
       },
       h("td", {}, h("a", { href: workspaceHash(o.ws, r.id), class: "mono", title: r.id }, revisionLabel(r)), r.id === head ? h("span", { class: "badge" }, "head") : null),
-      h("td", {}, authorView(r, o.me)),
+      h("td", {}, authorView(r, o.me, o.runOf)),
       h("td", { title: r.created_at }, dateTime(r.created_at)),
       h("td", { class: "message" }, printable(r.message ?? "")),
       h("td", { class: "changes", title: [...(r.changes?.added ?? []), ...(r.changes?.modified ?? []), ...(r.changes?.removed ?? [])].map(printable).join("\n") }, changesText(r)),
@@ -142,8 +148,9 @@ export function historyView(o: HistoryOptions): HistoryView {
   const el = h("div", { class: "card", id: "ws-history-card" }, h("h2", {}, "History"), confirm, restoreError, h("div", { class: "scroll-x" }, table), empty, more);
   return {
     el,
-    update(revs, shown, head, hasMore) {
-      const key = JSON.stringify([revs.map((r) => r.id), shown, head, hasMore]);
+    update(revs, shown, head, hasMore, runs) {
+      // runs: how many steps' runs are known (a new one may add links).
+      const key = JSON.stringify([revs.map((r) => r.id), shown, head, hasMore, runs]);
       if (table.dataset.key === key) return;
       table.dataset.key = key;
       replace(tbody, revs.map((r) => row(r, shown, head)));

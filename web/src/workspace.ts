@@ -4,7 +4,7 @@
 // two revisions. Without a revision in the route it follows the head:
 // a step or a person writing meanwhile shows up within a few seconds.
 
-import { ApiError, call, callPages, errorText, type Me, type Revision, sendBytes, type TreeEntry, type Workspace } from "./api";
+import { AUTHOR_STEP, ApiError, call, callPages, errorText, type Me, type Operation, type Revision, sendBytes, type TreeEntry, type Workspace } from "./api";
 import { diffView } from "./diff";
 import { h, replace, setText } from "./dom";
 import { bytes, dateTime, printable } from "./format";
@@ -48,6 +48,11 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
   let more = false;
   // running serialises the reads: a poll and an upload's refresh never overlap.
   let running: Promise<void> = Promise.resolve();
+  // stepRuns maps the steps of the workspace's newest runs to their runs,
+  // for authors whose revision does not name its run.
+  const stepRuns = new Map<string, string>();
+  const runOf = (step: string) => stepRuns.get(step);
+  let runsReadAt: string | undefined; // the head when the runs were last read
 
   const name = h("span", { id: "ws-name" }, ws);
   const revEl = h("span", { id: "ws-rev", "data-testid": "ws-rev", class: "mono" });
@@ -75,6 +80,7 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
     ws,
     me,
     canWrite: writer,
+    runOf,
     diff: (a, b) => void diff.show(a, b),
     restored: () => go(workspaceHash(ws)),
   });
@@ -150,7 +156,7 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
     setText(revEl, `${revisionLabel(shown)}`);
     revEl.title = shown.id;
     revEl.dataset.rev = shown.id;
-    replace(revFacts, `${shown.id} \u00b7 ${shown.files} files, ${bytes(shown.bytes)} \u00b7 by `, authorView(shown, me), ` \u00b7 ${dateTime(shown.created_at)}`, shown.message ? ` \u00b7 ${printable(shown.message)}` : "");
+    replace(revFacts, `${shown.id} \u00b7 ${shown.files} files, ${bytes(shown.bytes)} \u00b7 by `, authorView(shown, me, runOf), ` \u00b7 ${dateTime(shown.created_at)}`, shown.message ? ` \u00b7 ${printable(shown.message)}` : "");
     detached.hidden = !shown.detached;
     replace(detachedPaths, (shown.conflict ?? []).map((p) => h("li", { "data-path": p }, h("code", {}, printable(p)))));
     const behind = !!head && !shown.detached && head.id !== shown.id;
@@ -178,8 +184,24 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
     history = revs.slice(0, historyWant);
     more = revs.length > historyWant;
     head = history.find((r) => !r.detached);
-    hist.update(history, shown?.id ?? "", head?.id ?? "", more);
+    await learnRuns();
+    if (disposed) return;
+    hist.update(history, shown?.id ?? "", head?.id ?? "", more, stepRuns.size);
     diff.revisions(history);
+  }
+
+  // learnRuns reads the workspace's newest runs when a step authored a
+  // revision whose run is not known yet.
+  async function learnRuns(): Promise<void> {
+    const unknown = history.some((r) => r.author.kind === AUTHOR_STEP && !r.run && !stepRuns.has(r.step || r.author.id));
+    if (!unknown || runsReadAt === head?.id) return;
+    runsReadAt = head?.id;
+    try {
+      const ops = await callPages<Operation>(`/v1/runs?workspace=${encodeURIComponent(ws)}&limit=100`, { want: 100, maxPages: 1 });
+      for (const op of ops) for (const s of op.steps ?? []) stepRuns.set(s.id, op.id);
+    } catch {
+      // The authors are shown without their runs.
+    }
   }
 
   async function refresh(): Promise<void> {
@@ -196,7 +218,7 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
         renderRevision();
       }
       if (disposed) return;
-      hist.update(history, shown?.id ?? "", head?.id ?? "", more);
+      hist.update(history, shown?.id ?? "", head?.id ?? "", more, stepRuns.size);
       setText(pageError, "");
     } catch (err) {
       if (disposed) return;
