@@ -142,6 +142,15 @@ const (
 	// the rest is held back until the step ends (the event's Output says
 	// how much is kept).
 	WarningOutputHeldBack = "output_held_back"
+	// WarningWorkspaceNotSaved: the tree the step left could not be
+	// saved as a revision (an upload failed, the store refused it); the
+	// step's exit is recorded without one.
+	WarningWorkspaceNotSaved = "workspace_not_saved"
+	// WarningWorkspacePathsDropped: paths the step left that a stored
+	// tree cannot hold (a symlink pointing outside the workspace, a name
+	// the store refuses, a device, socket or pipe) are not in its
+	// revision; the event's message names them.
+	WarningWorkspacePathsDropped = "workspace_paths_dropped"
 )
 
 // Causes of a step that failed on its node (Exit.Cause, Step.Cause, an
@@ -173,4 +182,9 @@ const (
 	CauseAgentRestarted = "agent_restarted"
 	// CauseNodeError: anything else that went wrong on the node.
 	CauseNodeError = "node_error"
+	// CauseWorkspaceConflict: the step's changes conflict with a revision
+	// committed since its base (the same path changed on both sides); they
+	// are kept as a detached revision (Step.Revision), the reason names
+	// the path and the revisions.
+	CauseWorkspaceConflict = "workspace_conflict"
 )

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/gateway/relay"
+	"github.com/rodon-compute/rodon/internal/manifest"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
@@ -88,7 +89,14 @@ type fixture struct {
 	// member ids: an editor and a viewer, targets of member writes;
 	// keyViewer a viewer key to delete.
 	editorID, viewerID, targetKey string
+	// files is the workspace API's fake; rev is ws-main's first revision,
+	// holding data/a.txt (aText).
+	files *fakeWorkspaces
+	rev   string
 }
+
+// aText is data/a.txt of ws-main's first revision.
+const aText = "hello, workspace\n"
 
 // cred is how a test request authenticates.
 type cred struct {
@@ -107,7 +115,7 @@ func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	t.Helper()
 	ts := newTestScheduler(t)
 	f := &fixture{t: t, store: ts.store, sched: ts.sched, creds: map[string]cred{"none": {}},
-		stream: &fakeStream{}}
+		stream: &fakeStream{}, files: ts.files}
 	cfg := DefaultConfig()
 	cfg.Site, cfg.OwnerEmail, cfg.Stream = testSite, "", f.stream
 	if edit != nil {
@@ -131,6 +139,13 @@ func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	f.editorID = f.account("target-editor@example.com", api.RoleEditor, nil)
 	f.viewerID = f.account("target-viewer@example.com", api.RoleViewer, nil)
 	_, f.targetKey = f.key(api.RoleViewer, nil)
+	rev, err := f.files.Commit(wsMain, api.Author{Kind: api.AuthorAccount, ID: "seed"}, &manifest.Manifest{Entries: []manifest.Entry{
+		{Path: "data/a.txt", Type: manifest.File, Mode: 0o644, Size: int64(len(aText)), SHA256: f.files.Blob([]byte(aText))},
+	}}, "seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rev = rev.ID
 	f.put(kindSession, "sess-main", api.Session{ID: "sess-main", Workspace: wsMain, Title: "t", CreatedAt: now})
 
 	var op api.Operation

@@ -34,6 +34,9 @@ type testScheduler struct {
 	c     *schedulertest.Cluster
 	store *testStore
 	sched *testSteps
+	// files is the FAKE of the scheduler's workspace API in front of it
+	// (fakeworkspaces_test.go), until the scheduler serves it.
+	files *fakeWorkspaces
 }
 
 // newTestScheduler starts a scheduler with node testNode registered.
@@ -45,7 +48,7 @@ func newTestScheduler(t *testing.T) *testScheduler {
 	}})
 	// The gateway's client tries once: an injected failure is its answer.
 	cl := c.ClientWith("", client.Options{RetryFor: -1})
-	ts := &testScheduler{c: c}
+	ts := &testScheduler{c: c, files: installFakeWorkspaces(t, c)}
 	ts.store = &testStore{Client: cl, c: c}
 	ts.sched = &testSteps{Client: cl, c: c, accepted: map[string]int{}, env: map[string][]string{}}
 	c.Use(ts.store.count)
