@@ -32,6 +32,10 @@ import (
 
 const testWS = "ws-demo"
 
+// testLibrary is the account library's workspace: in no list, its
+// revisions the stand-in's too.
+const testLibrary = "ws-library"
+
 // filesAPI holds one workspace's revisions in memory, oldest first.
 type filesAPI struct {
 	mu   sync.Mutex
@@ -117,6 +121,9 @@ func (f *filesAPI) handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/workspaces", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, []api.Workspace{{ID: testWS, Name: "demo"}})
+	})
+	mux.HandleFunc("GET /v1/library", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, api.Workspace{ID: testLibrary, Name: "library"})
 	})
 	mux.HandleFunc("GET /v1/runs", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -450,6 +457,20 @@ func TestWorkspacePage(t *testing.T) {
 	shot("run")
 	do("follow the step's revision", chromedp.Click(chromedp.CSS("#step-revision-0")))
 	wait("the step's revision shown", `document.querySelector('#ws-rev')?.dataset.rev === '`+stepRev.ID+`'`)
+
+	// The account library, linked from the runs list: an editor reads it
+	// (only an admin not limited to some workspaces writes it).
+	do("open the runs list", chromedp.Navigate(srv.URL+"/#/runs"))
+	wait("the library link", `document.querySelector('#open-library')?.hidden === false`)
+	do("open the library", chromedp.Click(chromedp.CSS("#open-library")))
+	wait("the library, read only for an editor", `document.querySelector('#ws-name').textContent === 'library' && !!document.querySelector('#ws-read-only')`+
+		` && !document.querySelector('#ws-upload-input') && document.querySelectorAll('#ws-history tr').length > 1 && !document.querySelector('button[data-action=restore]')`)
+	f.mu.Lock()
+	f.role = api.RoleAdmin
+	f.mu.Unlock()
+	do("reload as an admin", chromedp.Reload())
+	wait("the library, writable for an admin", `document.querySelector('#ws-name').textContent === 'library' && !!document.querySelector('#ws-upload-input')`+
+		` && !!document.querySelector('button[data-action=restore]')`)
 
 	// A viewer reads: no upload, no restore.
 	f.mu.Lock()

@@ -50,7 +50,8 @@ export function changesText(r: Revision): string {
 export interface HistoryOptions {
   ws: string;
   me: Me;
-  canWrite: boolean;
+  /** canWrite says whether the caller may restore (asked at each redraw). */
+  canWrite(): boolean;
   /** runOf is the run of a step, when the page knows it. */
   runOf(step: string): string | undefined;
   /** diff shows the diff from one revision to another. */
@@ -121,7 +122,7 @@ export function historyView(o: HistoryOptions): HistoryView {
       b.addEventListener("click", () => o.diff(r.parent!, r.id));
       actions.append(b);
     }
-    if (o.canWrite && r.id !== head) {
+    if (o.canWrite() && r.id !== head) {
       const b = h("button", { type: "button", class: "small", "data-action": "restore", "data-testid": "ws-restore" }, "restore");
       b.addEventListener("click", () => ask(r));
       actions.append(b);
@@ -150,7 +151,7 @@ export function historyView(o: HistoryOptions): HistoryView {
     el,
     update(revs, shown, head, hasMore, runs) {
       // runs: how many steps' runs are known (a new one may add links).
-      const key = JSON.stringify([revs.map((r) => r.id), shown, head, hasMore, runs]);
+      const key = JSON.stringify([revs.map((r) => r.id), shown, head, hasMore, runs, o.canWrite()]);
       if (table.dataset.key === key) return;
       table.dataset.key = key;
       replace(tbody, revs.map((r) => row(r, shown, head)));

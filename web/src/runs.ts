@@ -59,6 +59,7 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
   const submit = h("button", { id: "new-run-submit", "data-testid": "new-run-submit", type: "submit", class: "primary" }, "Run");
   const shell = h("button", { id: "open-shell", "data-testid": "open-shell", type: "button" }, "Open shell");
   const files = h("a", { id: "open-workspace", "data-testid": "open-workspace", class: "button", href: "#/runs", hidden: true }, "Files");
+  const library = h("a", { id: "open-library", "data-testid": "open-library", class: "button", href: "#/runs", hidden: true, title: "the account library, at /library in every step" }, "Library");
   const formError = h("p", { id: "new-run-error", "data-testid": "new-run-error", class: "error", role: "alert" });
   const form = h(
     "form",
@@ -76,6 +77,7 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
       { class: "row" },
       h("label", { class: "check" }, noInternet, " no internet"),
       h("span", { class: "spacer" }),
+      library,
       files,
       shell,
       submit,
@@ -220,6 +222,15 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
       fillWorkspaces();
     } catch (err) {
       if (!disposed) formError.textContent = errorText(err);
+    }
+    try {
+      const lib = await call<Workspace>("GET", "/v1/library");
+      if (!disposed && lib?.id) {
+        library.setAttribute("href", workspaceHash(lib.id));
+        library.hidden = false;
+      }
+    } catch {
+      // No library on this gateway: no link.
     }
     await loadRuns();
     schedule();

@@ -23,6 +23,11 @@ export function canWrite(me: Me): boolean {
   return me.role === "editor" || me.role === "admin" || me.role === "owner";
 }
 
+/** canWriteLibrary: only an admin or owner not limited to some workspaces changes the account library. */
+export function canWriteLibrary(me: Me): boolean {
+  return (me.role === "admin" || me.role === "owner") && !(me.workspaces && me.workspaces.length > 0);
+}
+
 /** conflictPaths are the paths a 409 answer names: its detached revision's, else the ones tried. */
 export function conflictPaths(answer: unknown, tried: string[]): string[] {
   const a = answer as { revision?: Revision; conflict?: string[]; error?: { conflict?: string[] } } | undefined;
@@ -32,7 +37,7 @@ export function conflictPaths(answer: unknown, tried: string[]): string[] {
 
 /** workspacePage shows workspace ws at revision rev (the head when empty) with path chosen. */
 export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string, path: string, go: (hash: string) => void): Page {
-  const writer = canWrite(me);
+  let writer = canWrite(me);
   const follow = rev === "";
   let disposed = false;
   let timer: number | undefined;
@@ -69,17 +74,28 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
   const uploadStatus = h("p", { id: "ws-upload-status", "data-testid": "ws-upload-status", class: "muted", "aria-live": "polite" });
   const uploadError = h("p", { id: "ws-upload-error", "data-testid": "ws-upload-error", class: "error", role: "alert" });
   const conflictList = h("ul", { id: "ws-conflict", "data-testid": "ws-conflict", class: "files", hidden: true, "aria-label": "conflicting paths" });
-  const upload = writer
-    ? h("div", { class: "upload" }, h("div", { class: "row" }, uploadButton, uploadInput, h("span", { class: "muted" }, "or drop files on the tree, into "), uploadTarget), uploadStatus, uploadError, conflictList)
-    : h("p", { class: "muted", id: "ws-read-only" }, `You read this workspace as ${me.role}: uploads and restores need an editor.`);
-  const treeCard = h("div", { class: "card ws-tree", id: "ws-tree-card", "data-testid": "ws-drop" }, h("h2", {}, "Files"), treeList, upload);
+  const upload = h("div", { class: "upload" }, h("div", { class: "row" }, uploadButton, uploadInput, h("span", { class: "muted" }, "or drop files on the tree, into "), uploadTarget), uploadStatus, uploadError, conflictList);
+  const readOnly = h("p", { class: "muted", id: "ws-read-only" });
+  const treeCard = h("div", { class: "card ws-tree", id: "ws-tree-card", "data-testid": "ws-drop" }, h("h2", {}, "Files"), treeList);
+  // showWriter offers uploads to a writer only: a reader's page holds none
+  // of their controls (the gateway refuses their writes anyway).
+  const showWriter = (why: string) => {
+    upload.remove();
+    readOnly.remove();
+    if (writer) treeCard.append(upload);
+    else {
+      setText(readOnly, why);
+      treeCard.append(readOnly);
+    }
+  };
+  showWriter(`You read this workspace as ${me.role}: uploads and restores need an editor.`);
   const previewBox = h("div", { id: "ws-preview", "data-testid": "ws-preview", class: "card ws-preview" }, h("p", { class: "muted" }, "Choose a file to preview it."));
 
   const diff = diffView(ws);
   const hist = historyView({
     ws,
     me,
-    canWrite: writer,
+    canWrite: () => writer,
     runOf,
     diff: (a, b) => void diff.show(a, b),
     restored: () => go(workspaceHash(ws)),
@@ -283,36 +299,46 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
     return running;
   }
 
-  if (writer) {
-    uploadInput.addEventListener("change", () => {
-      const files = [...(uploadInput.files ?? [])];
-      uploadInput.value = "";
-      void uploadFiles(files);
-    });
-    treeCard.addEventListener("dragover", (ev) => {
-      if (!ev.dataTransfer?.types.includes("Files")) return;
-      ev.preventDefault();
-      ev.dataTransfer.dropEffect = "copy";
-      treeCard.classList.add("dropping");
-    });
-    treeCard.addEventListener("dragleave", (ev) => {
-      if (!treeCard.contains(ev.relatedTarget as Node | null)) treeCard.classList.remove("dropping");
-    });
-    treeCard.addEventListener("drop", (ev) => {
-      ev.preventDefault();
-      treeCard.classList.remove("dropping");
-      // A dropped folder has no bytes to send: only files are uploaded.
-      const items = [...(ev.dataTransfer?.items ?? [])];
-      const files = [...(ev.dataTransfer?.files ?? [])].filter((_, i) => items[i]?.webkitGetAsEntry?.()?.isDirectory !== true);
-      void uploadFiles(files);
-    });
-  }
+  uploadInput.addEventListener("change", () => {
+    const files = [...(uploadInput.files ?? [])];
+    uploadInput.value = "";
+    void uploadFiles(files);
+  });
+  treeCard.addEventListener("dragover", (ev) => {
+    if (!ev.dataTransfer?.types.includes("Files")) return;
+    // Taken even from a reader, so that a dropped file is never opened in place of the page.
+    ev.preventDefault();
+    ev.dataTransfer.dropEffect = writer ? "copy" : "none";
+    if (writer) treeCard.classList.add("dropping");
+  });
+  treeCard.addEventListener("dragleave", (ev) => {
+    if (!treeCard.contains(ev.relatedTarget as Node | null)) treeCard.classList.remove("dropping");
+  });
+  treeCard.addEventListener("drop", (ev) => {
+    ev.preventDefault();
+    treeCard.classList.remove("dropping");
+    if (!writer) return;
+    // A dropped folder has no bytes to send: only files are uploaded.
+    const items = [...(ev.dataTransfer?.items ?? [])];
+    const files = [...(ev.dataTransfer?.files ?? [])].filter((_, i) => items[i]?.webkitGetAsEntry?.()?.isDirectory !== true);
+    void uploadFiles(files);
+  });
   showTarget();
 
   void (async () => {
     try {
       const all = await callPages<Workspace>("/v1/workspaces?limit=1000");
-      const w = all.find((x) => x.id === ws);
+      let w = all.find((x) => x.id === ws);
+      if (!w) {
+        // The account library is in no list: ask for it by name.
+        const lib = await call<Workspace>("GET", "/v1/library");
+        if (lib?.id === ws) {
+          w = lib;
+          writer = canWriteLibrary(me);
+          showWriter("Everyone reads the library; only an admin not limited to some workspaces changes it.");
+          hist.update(history, shown?.id ?? "", head?.id ?? "", more, stepRuns.size);
+        }
+      }
       if (!disposed && w) {
         setText(name, w.name);
         name.title = w.id;
