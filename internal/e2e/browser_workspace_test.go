@@ -145,8 +145,11 @@ func TestBrowserWorkspace(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#new-run-submit")))
 	wait(30*time.Second, "the run page", `!!document.querySelector('#run-id')`)
 	runID := strings.TrimSpace(eval(`document.querySelector('#run-id').textContent`))
-	wait(4*time.Minute, "the run to succeed with the step's revision linked",
-		`document.querySelector('#run-state').textContent === 'succeeded' && !document.querySelector('#step-revision-0').hidden`)
+	wait(4*time.Minute, "the run to end", `['succeeded', 'failed', 'cancelled'].includes(document.querySelector('#run-state').textContent)`)
+	if state := eval(`document.querySelector('#run-state').textContent`); state != "succeeded" {
+		t.Fatalf("the run %s, want succeeded; step 0: %s, terminal %q", state, eval(`document.querySelector('#step-exit-0').textContent`), eval(`window.rodonTerminalText(0)`))
+	}
+	wait(15*time.Second, "the step's revision linked", `!document.querySelector('#step-revision-0').hidden`)
 	stepRev := eval(`document.querySelector('#step-revision-0').dataset.rev`)
 	if got, want := eval(`document.querySelector('#step-revision-0').getAttribute('href')`), "#/workspaces/"+ws.ID+"/"+stepRev; got != want {
 		t.Errorf("#step-revision-0 links to %q, want %q", got, want)
