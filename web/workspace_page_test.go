@@ -380,6 +380,9 @@ func TestWorkspacePage(t *testing.T) {
 	if got := eval(`document.querySelector('#ws-download').getAttribute('href') + ' ' + document.querySelector('#ws-download').getAttribute('download')`); got != "/v1/workspaces/"+testWS+"/files/sales.csv?rev=rev-0002 sales.csv" {
 		t.Errorf("#ws-download = %q, want the files route at the revision shown", got)
 	}
+	if got := eval(`document.querySelector('#ws-archive').getAttribute('href')`); got != "/v1/workspaces/"+testWS+"/archive?rev=rev-0002" {
+		t.Errorf("#ws-archive = %q, want the archive route at the revision shown", got)
+	}
 
 	// An image through the file chooser, shown from the gateway's origin.
 	chart := filepath.Join(t.TempDir(), "chart.png")

@@ -76,7 +76,13 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
   const conflictList = h("ul", { id: "ws-conflict", "data-testid": "ws-conflict", class: "files", hidden: true, "aria-label": "conflicting paths" });
   const upload = h("div", { class: "upload" }, h("div", { class: "row" }, uploadButton, uploadInput, h("span", { class: "muted" }, "or drop files on the tree, into "), uploadTarget), uploadStatus, uploadError, conflictList);
   const readOnly = h("p", { class: "muted", id: "ws-read-only" });
-  const treeCard = h("div", { class: "card ws-tree", id: "ws-tree-card", "data-testid": "ws-drop" }, h("h2", {}, "Files"), treeList);
+  const archive = h("a", { id: "ws-archive", "data-testid": "ws-archive", class: "small-link", hidden: true }, "all files (.tar.gz)");
+  const treeCard = h(
+    "div",
+    { class: "card ws-tree", id: "ws-tree-card", "data-testid": "ws-drop" },
+    h("div", { class: "row" }, h("h2", {}, "Files"), h("span", { class: "spacer" }), archive),
+    treeList,
+  );
   // showWriter offers uploads to a writer only: a reader's page holds none
   // of their controls (the gateway refuses their writes anyway).
   const showWriter = (why: string) => {
@@ -189,6 +195,11 @@ export function workspacePage(root: HTMLElement, me: Me, ws: string, rev: string
     tree = buildTree(entries);
     loaded = true;
     treeList.dataset.rev = r?.id ?? "";
+    archive.hidden = !r;
+    if (r) {
+      archive.setAttribute("href", workspaceAPI(ws, `archive?rev=${encodeURIComponent(r.id)}`));
+      archive.setAttribute("download", `${ws}-${r.number || r.id}.tar.gz`);
+    }
     renderTree(treeList, tree, choose, new Set(["", ...parents(selected), uploadDir]));
     renderRevision();
     if (selected) select(selected);
