@@ -286,16 +286,6 @@ func chartPNG(t *testing.T, w, h int) []byte {
 	return b.Bytes()
 }
 
-// dropJS drops files (name -> text) on the tree card as a person dragging
-// them from the desktop would: one DataTransfer, dragover then drop.
-func dropJS(files [][2]string) string {
-	b, _ := json.Marshal(files)
-	return `(() => { const dt = new DataTransfer(); for (const [n, t] of ` + string(b) + `) dt.items.add(new File([t], n));` +
-		` const el = document.querySelector('#ws-tree-card');` +
-		` for (const k of ['dragenter', 'dragover', 'drop']) el.dispatchEvent(new DragEvent(k, {dataTransfer: dt, bubbles: true, cancelable: true}));` +
-		` return dt.files.length; })()`
-}
-
 func TestWorkspacePage(t *testing.T) {
 	requireBuilt(t)
 	f := &filesAPI{role: api.RoleEditor}
@@ -304,31 +294,15 @@ func TestWorkspacePage(t *testing.T) {
 	ctx := browsertest.Start(t, 2*time.Minute)
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("browser: %s: %v", what, err)
-		}
+		browsertest.Do(t, ctx, what, actions...)
 	}
 	eval := func(js string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("browser: %s: %v", js, err)
-		}
-		return s
+		return browsertest.Eval(t, ctx, js)
 	}
 	wait := func(what, js string) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
-			if err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("browser: waited for %s (%s): %v", what, js, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		browsertest.Wait(t, ctx, 15*time.Second, what, js)
 	}
 	// RODON_PAGE_SCREENSHOTS=DIR saves the views along the way, to look at.
 	shot := func(name string) {
@@ -345,9 +319,7 @@ func TestWorkspacePage(t *testing.T) {
 	// Two files dropped: two revisions, the first PUT with no If-Match
 	// (there is no revision), the second naming the first's.
 	csv := "region,total,note\nnorth,12,\"a, quoted <b>cell</b>\"\nsouth,7,\"two\nlines\"\n"
-	if n := eval(`String(` + dropJS([][2]string{{"sales.csv", csv}, {"notes.txt", "one\ntwo\nthree\n"}}) + `)`); n != "2" {
-		t.Fatalf("dropped %s files, want 2", n)
-	}
+	browsertest.Drop(t, ctx, "#ws-tree-card", [][2]string{{"sales.csv", csv}, {"notes.txt", "one\ntwo\nthree\n"}})
 	wait("two revisions in the history", `document.querySelectorAll('#ws-history tr[data-testid=revision-row]').length === 2`)
 	wait("the tree to list both files", `document.querySelectorAll('#ws-tree button[data-path]').length === 2`)
 	f.mu.Lock()
@@ -423,7 +395,7 @@ func TestWorkspacePage(t *testing.T) {
 	// conflict is named, nothing is made.
 	do("open revision 1", chromedp.Navigate(page+"/rev-0001"), chromedp.WaitVisible(chromedp.CSS("#ws-head-note")))
 	wait("revision 1's tree", `document.querySelector('#ws-tree').dataset.rev === 'rev-0001'`)
-	eval(`String(` + dropJS([][2]string{{"sales.csv", "mine\n"}}) + `)`)
+	browsertest.Drop(t, ctx, "#ws-tree-card", [][2]string{{"sales.csv", "mine\n"}})
 	wait("the conflict", `!!document.querySelector('#ws-conflict li[data-path="sales.csv"]')`)
 	shot("conflict")
 	if got := eval(`document.querySelector('#ws-upload-error').textContent`); !strings.Contains(got, "sales.csv") || !strings.Contains(got, "conflict") {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -65,34 +64,15 @@ func TestBrowserWorkspace(t *testing.T) {
 	ctx := browsertest.Start(t, 8*time.Minute)
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("browser: %s: %v", what, err)
-		}
+		browsertest.Do(t, ctx, what, actions...)
 	}
 	eval := func(js string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("browser: %s: %v", js, err)
-		}
-		return s
+		return browsertest.Eval(t, ctx, js)
 	}
-	// wait polls js until it is true; past d it fails naming what the
-	// page's error lines say.
 	wait := func(d time.Duration, what, js string) {
 		t.Helper()
-		deadline := time.Now().Add(d)
-		for {
-			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
-			if err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				shown, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('.error')].filter(e => e.textContent).map(e => '#' + e.id + ': ' + e.textContent).join('; ')`))
-				t.Fatalf("browser: waited %v for %s (%v); the page's errors: %q", d, what, err, shown)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		browsertest.Wait(t, ctx, d, what, js)
 	}
 	revisions := func() []api.Revision {
 		t.Helper()
@@ -106,13 +86,7 @@ func TestBrowserWorkspace(t *testing.T) {
 	// Upload: the dataset and the analysis dropped on the empty tree.
 	do("open the workspace", chromedp.Navigate(g.site+"/#/workspaces/"+ws.ID))
 	wait(30*time.Second, "the empty workspace", `!!document.querySelector('#ws-tree-empty') && !document.querySelector('#ws-error').textContent`)
-	files, _ := json.Marshal([][2]string{{"sales.csv", workspaceSales}, {"chart.py", workspaceChart}})
-	if n := eval(`(() => { const dt = new DataTransfer(); for (const [n, t] of ` + string(files) + `) dt.items.add(new File([t], n));` +
-		` const el = document.querySelector('#ws-tree-card');` +
-		` for (const k of ['dragenter', 'dragover', 'drop']) el.dispatchEvent(new DragEvent(k, {dataTransfer: dt, bubbles: true, cancelable: true}));` +
-		` return String(dt.files.length); })()`); n != "2" {
-		t.Fatalf("dropped %s files, want 2", n)
-	}
+	browsertest.Drop(t, ctx, "#ws-tree-card", [][2]string{{"sales.csv", workspaceSales}, {"chart.py", workspaceChart}})
 	wait(60*time.Second, "the two uploads in the tree and the history",
 		`document.querySelectorAll('#ws-tree button[data-path]').length === 2 && document.querySelectorAll('#ws-history tr[data-testid=revision-row]').length === 2`)
 	if errText := eval(`document.querySelector('#ws-upload-error').textContent`); errText != "" {
