@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/manifest"
 	"github.com/rodon-compute/rodon/internal/size"
 	"github.com/rodon-compute/rodon/scheduler/client"
@@ -135,18 +136,16 @@ func cleanURLPath(p string) string {
 	return np
 }
 
-// revParam checks an optional revision id given by the caller: rev- and
-// then 1-59 of a-z, 0-9, '-' and '_' (the scheduler's revision ids,
-// cluster.ValidateRevisionID on its branch).
+// revParam checks an optional revision id given by the caller
+// (cluster.ValidateRevisionID). The id is checked as the error quotes it,
+// cut to 80 bytes: a longer one is refused either way (at most 63, and
+// the cut ends in "...").
 func revParam(name, rev string) error {
 	if rev == "" {
 		return nil
 	}
-	rest, ok := strings.CutPrefix(rev, "rev-")
-	if !ok || rest == "" || len(rev) > 63 || strings.IndexFunc(rest, func(r rune) bool {
-		return !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_')
-	}) >= 0 {
-		return badRequest("%s %q: want a revision id such as rev-...", name, truncateText(rev, 80))
+	if err := cluster.ValidateRevisionID(truncateText(rev, 80)); err != nil {
+		return badRequest("%s: %v", name, err)
 	}
 	return nil
 }

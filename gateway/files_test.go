@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/manifest"
@@ -19,21 +19,30 @@ import (
 // host file.
 func TestFilesConfinement(t *testing.T) {
 	f := newFixture(t)
-	// A step may leave a symlink only inside the tree: the store's rules
-	// refuse the others, as they refuse them from a step's result.
-	for _, target := range []string{"/etc/passwd", "../../../../etc/passwd", "data/../../x"} {
-		m := &manifest.Manifest{Entries: []manifest.Entry{{Path: "evil", Type: manifest.Symlink, Mode: 0o777, Target: target}}}
-		if _, err := f.files.Commit(wsMain, api.Author{Kind: api.AuthorStep, ID: "s-1"}, m, ""); err == nil {
-			t.Errorf("a symlink to %q was committed, want it refused", target)
+	// A step may leave a symlink only inside the tree: the scheduler
+	// refuses a result with one pointing out (no revision, the step exits
+	// with a warning), and commits the others as links.
+	for i, target := range []string{"/etc/passwd", "../../../../etc/passwd", "data/../../x"} {
+		id := fmt.Sprintf("s-plant-%d", i)
+		f.sched.Submit(t, id, wsMain)
+		st := f.sched.ExitWithTree(id, 0, nil, map[string]string{"evil": target})
+		warned := false
+		for _, e := range st.Events {
+			warned = warned || e.Kind == api.EventWarning && e.Warning != nil && e.Warning.Cause == api.WarningWorkspaceNotSaved
+		}
+		if st.Revision != "" || st.State != "exited" || !warned {
+			t.Errorf("a symlink to %q: step %s, revision %q, warned %v; want it refused: exited without a revision, with a %s warning",
+				target, st.State, st.Revision, warned, api.WarningWorkspaceNotSaved)
 		}
 	}
-	m := &manifest.Manifest{Entries: []manifest.Entry{
-		{Path: "data/a.txt", Type: manifest.File, Mode: 0o644, Size: int64(len(aText)), SHA256: manifest.Digest([]byte(aText))},
-		{Path: "link", Type: manifest.Symlink, Mode: 0o777, Target: "data/a.txt"},
-		{Path: "data/up", Type: manifest.Symlink, Mode: 0o777, Target: ".."},
-	}}
-	if _, err := f.files.Commit(wsMain, api.Author{Kind: api.AuthorStep, ID: "s-1"}, m, ""); err != nil {
-		t.Fatal(err)
+	var evil []api.TreeEntry
+	f.do("viewer", "GET", "/v1/workspaces/ws-main/tree?path=evil", "", 200, &evil)
+	if len(evil) != 0 {
+		t.Errorf("tree?path=evil = %+v, want no entry", evil)
+	}
+	f.sched.Submit(t, "s-plant-links", wsMain)
+	if st := f.sched.ExitWithTree("s-plant-links", 0, nil, map[string]string{"link": "data/a.txt", "data/up": ".."}); st.Revision == "" {
+		t.Fatalf("symlinks inside the tree: step %s made no revision", st.State)
 	}
 	hostFile, _ := os.ReadFile("/etc/passwd")
 	long := strings.Repeat("a/", 600) + "a"
@@ -264,11 +273,13 @@ func TestUploadsThroughTheGateway(t *testing.T) {
 	if w := f.do("viewer", "GET", "/v1/workspaces/ws-main/files/data/big.csv", "", 200, nil); w.Body.String() != content {
 		t.Errorf("GET big.csv = %q, want %q", w.Body, content)
 	}
-	// A presigned GET goes through as well, ranges and all, as an
+	// A presigned GET (the one a node's assignment carries for a step of
+	// the workspace) goes through as well, ranges and all, as an
 	// attachment.
-	get, err := f.files.store.PresignGet(t.Context(), d, time.Minute)
-	if err != nil {
-		t.Fatal(err)
+	f.sched.Submit(t, "s-reader", wsMain)
+	get := f.sched.agent.Assigned("s-reader").Spec.WorkspaceAccess.URLs[d]
+	if get == "" {
+		t.Fatalf("a step's assignment has no GET URL for %s", d)
 	}
 	r := f.request(cred{}, "GET", get[strings.Index(get, "/v1/blobs/"):], "")
 	r.Header.Set("Range", "bytes=2-6")

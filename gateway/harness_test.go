@@ -16,8 +16,8 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/gateway/relay"
-	"github.com/rodon-compute/rodon/internal/manifest"
 	"github.com/rodon-compute/rodon/internal/testenv"
+	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
 const (
@@ -89,10 +89,8 @@ type fixture struct {
 	// member ids: an editor and a viewer, targets of member writes;
 	// keyViewer a viewer key to delete.
 	editorID, viewerID, targetKey string
-	// files is the workspace API's fake; rev is ws-main's first revision,
-	// holding data/a.txt (aText).
-	files *fakeWorkspaces
-	rev   string
+	// rev is ws-main's first revision, holding data/a.txt (aText).
+	rev string
 }
 
 // aText is data/a.txt of ws-main's first revision.
@@ -115,7 +113,7 @@ func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	t.Helper()
 	ts := newTestScheduler(t)
 	f := &fixture{t: t, store: ts.store, sched: ts.sched, creds: map[string]cred{"none": {}},
-		stream: &fakeStream{}, files: ts.files}
+		stream: &fakeStream{}}
 	cfg := DefaultConfig()
 	cfg.Site, cfg.OwnerEmail, cfg.Stream = testSite, "", f.stream
 	if edit != nil {
@@ -139,9 +137,9 @@ func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	f.editorID = f.account("target-editor@example.com", api.RoleEditor, nil)
 	f.viewerID = f.account("target-viewer@example.com", api.RoleViewer, nil)
 	_, f.targetKey = f.key(api.RoleViewer, nil)
-	rev, err := f.files.Commit(wsMain, api.Author{Kind: api.AuthorAccount, ID: "seed"}, &manifest.Manifest{Entries: []manifest.Entry{
-		{Path: "data/a.txt", Type: manifest.File, Mode: 0o644, Size: int64(len(aText)), SHA256: f.files.Blob([]byte(aText))},
-	}}, "seed")
+	// The first revision, written straight to the scheduler.
+	rev, err := f.sched.PutFile(t.Context(), wsMain, "data/a.txt", strings.NewReader(aText), int64(len(aText)),
+		client.WriteOptions{Author: api.Author{Kind: api.AuthorAccount, ID: "seed"}, Message: "seed"})
 	if err != nil {
 		t.Fatal(err)
 	}

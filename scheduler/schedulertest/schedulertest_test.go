@@ -131,3 +131,25 @@ func TestExitWithFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestExitWithTree: a step's symlinks inside the tree are committed as
+// links; a tree with one pointing out of it makes no revision.
+func TestExitWithTree(t *testing.T) {
+	c := schedulertest.New(t, schedulertest.Options{})
+	a := c.Agent(t, "n1", schedulertest.AgentOptions{})
+	cl := c.ClientAs("gateway/gateway")
+	for _, id := range []string{"s-1", "s-2"} {
+		if _, err := cl.SubmitStep(t.Context(), api.StepRequest{ID: id, Image: "base", Args: []string{"true"}, CPU: 1, MemoryBytes: 1 << 30, Workspace: "ws-a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := a.ExitWithTree("s-1", 0, map[string]string{"a.txt": "a"}, map[string]string{"l": "a.txt"})
+	tree, err := cl.Tree(t.Context(), "ws-a", in.Revision, "l")
+	if in.Revision == "" || err != nil || len(tree) != 1 || tree[0].Type != "symlink" || tree[0].Target != "a.txt" {
+		t.Fatalf("revision %q, tree of l %+v, %v; want the link to a.txt", in.Revision, tree, err)
+	}
+	out := a.ExitWithTree("s-2", 0, nil, map[string]string{"up": "../x"})
+	if out.Revision != "" || out.State != "exited" {
+		t.Errorf("a link out of the tree: step %s, revision %q; want exited without a revision", out.State, out.Revision)
+	}
+}

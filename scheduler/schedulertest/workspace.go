@@ -25,6 +25,16 @@ import (
 // failed).
 func (a *Agent) ExitWithFiles(id string, code int, files map[string]string) cluster.Step {
 	a.t.Helper()
+	return a.ExitWithTree(id, code, files, nil)
+}
+
+// ExitWithTree is ExitWithFiles that also leaves symlinks: links maps a
+// path to the link's target ("" removes the path). Nothing is checked on
+// this side: the scheduler checks the tree as it checks a node's, and a
+// tree it refuses (a link out of it) makes no revision: the step exits
+// with a workspace_not_saved warning.
+func (a *Agent) ExitWithTree(id string, code int, files, links map[string]string) cluster.Step {
+	a.t.Helper()
 	st := a.Assigned(id)
 	acc := st.Spec.WorkspaceAccess
 	if acc == nil {
@@ -52,6 +62,13 @@ func (a *Agent) ExitWithFiles(id string, code int, files map[string]string) clus
 		d := hex.EncodeToString(s[:])
 		blobs[d] = []byte(content)
 		byPath[p] = manifest.Entry{Path: p, Type: manifest.File, Mode: 0o644, Size: int64(len(content)), SHA256: d}
+	}
+	for p, target := range links {
+		if target == "" {
+			delete(byPath, p)
+			continue
+		}
+		byPath[p] = manifest.Entry{Path: p, Type: manifest.Symlink, Mode: 0o777, Target: target}
 	}
 	m := &manifest.Manifest{}
 	for _, e := range byPath {
