@@ -157,8 +157,15 @@ func (b *bench) wait(ctx context.Context, id string) (api.Step, error) {
 
 // succeeded checks that a terminal step exited 0.
 func succeeded(st api.Step) error {
-	if st.State != "succeeded" {
+	switch {
+	case st.State != api.StepExited:
 		return fmt.Errorf("step %s ended %s: %s", st.ID, st.State, st.Reason)
+	case st.ExitCode == nil || *st.ExitCode != 0:
+		code := "none"
+		if st.ExitCode != nil {
+			code = fmt.Sprint(*st.ExitCode)
+		}
+		return fmt.Errorf("step %s exited with code %s, want 0: %s", st.ID, code, st.Reason)
 	}
 	return nil
 }
