@@ -72,7 +72,7 @@ func (b *bench) render(took time.Duration) result {
 	fmt.Fprintf(&w, "One fleet on 127.0.0.1 with mutual TLS between every component (one scheduler member with the local blob store in its data directory, "+
 		"one `agentd serve --network none`, one gateway with HTTPS). File of %s (%d bytes) of random bytes; %d runs of each transfer after one warm-up run, "+
 		"the gateway and `cp` alternating which goes first. Counted for both: from the start of the request (of `cp`) to its answer (its exit), "+
-		"then `sync`; a `sync` before each is not counted. Every upload is a new blob (the run's number in its first bytes).\n\n",
+		"then `sync`; a `sync` before each is not counted. Every upload is a new blob (the run's number in its first bytes). MB = 10^6 bytes.\n\n",
 		size.Format(c.size), c.size, c.runs)
 	fmt.Fprintf(&w, "| transfer | through the gateway | `cp` of the same bytes | gateway / cp, medians |\n|---|---|---|---|\n")
 	fmt.Fprintf(&w, "| upload, `PUT /v1/workspaces/{id}/files/big.bin` streamed from a file | %s | %s | **%.2f** |\n", spread(upGW), spread(upCP), r.upRatio)
@@ -85,18 +85,18 @@ func (b *bench) render(took time.Duration) result {
 		}
 		return ""
 	}
-	fmt.Fprintf(&w, "The bytes a step moves, on the workspace of big.bin and a %d-byte small.bin (%d bytes in all); both steps run `%s`; "+
+	fmt.Fprintf(&w, "The bytes a step moves, on the workspace of big.bin and a %d-byte small.bin (%d bytes in all); both steps run `%s` in `base`; "+
 		"step A from the head with the node's blob cache cold, step B from A's revision (as a run's next step). "+
 		"Node: agentd's `%s` and `%s`; store: the scheduler's blob requests (`%s`, `%s`), each the difference before and after the step:\n\n",
-		smallBytes, d.workspace, strings.Join(changeSmall, " "), nodeFetched, nodeUploaded, storeGets, storePuts)
+		smallBytes, d.workspace, changeSmall[2], nodeFetched, nodeUploaded, storeGets, storePuts)
 	fmt.Fprintf(&w, "| step | fetched by the node | uploaded | blob GETs | blob PUTs | moved / workspace | allowed (changed file and manifest, each way) |\n|---|---|---|---|---|---|---|\n")
 	for _, row := range []struct {
 		name string
 		m    stepMoves
 	}{{"A (cold cache)", d.a}, {"**B (the next step)**", d.b}} {
 		f, u := row.m.limit()
-		fmt.Fprintf(&w, "| %s | %d B | %d B | %d | %d | %.6f | ≤ %d B fetched, ≤ %d B uploaded%s |\n", row.name, row.m.fetched, row.m.uploaded,
-			row.m.gets, row.m.puts, float64(row.m.fetched+row.m.uploaded)/float64(max(d.workspace, 1)), f, u, est(row.m))
+		fmt.Fprintf(&w, "| %s | %s | %s | %d | %d | %.4f %% | ≤ %d B fetched, ≤ %d B uploaded%s |\n", row.name, bytesOf(row.m.fetched), bytesOf(row.m.uploaded),
+			row.m.gets, row.m.puts, 100*float64(row.m.fetched+row.m.uploaded)/float64(max(d.workspace, 1)), f, u, est(row.m))
 	}
 	fmt.Fprintln(&w)
 
@@ -111,4 +111,12 @@ func (b *bench) render(took time.Duration) result {
 	fmt.Fprintf(&w, "Command: `go build -o bin/ ./cmd/... && flock /tmp/rodon-host.lock go run ./bench/workspace %s`\n", strings.Join(os.Args[1:], " "))
 	r.text = w.String()
 	return r
+}
+
+// bytesOf is n in bytes, and in the units of internal/size from 1 MiB.
+func bytesOf(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%d B (%s)", n, size.Format(n))
 }

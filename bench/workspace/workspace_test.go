@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeMetrics is /metrics text as agentd and the scheduler write it.
@@ -114,5 +115,42 @@ func TestDeltaCheck(t *testing.T) {
 				t.Errorf("check() = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRenderAndGuards checks the ratios of medians the report gives and
+// the guards that apply to them.
+func TestRenderAndGuards(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	b := &bench{c: config{size: 1 << 30, runs: 3, n: 3},
+		up:   []transferSample{{ms(4000), ms(1000)}, {ms(2000), ms(1000)}, {ms(3000), ms(2000)}},
+		down: []transferSample{{ms(1000), ms(1000)}, {ms(2000), ms(1000)}, {ms(1500), ms(1000)}},
+		lat:  []latencySample{{ms(1100), ms(1000)}, {ms(1200), ms(1000)}, {ms(900), ms(1000)}},
+		delta: deltaResult{workspace: 1<<30 + 4096, a: stepMoves{fetched: 1 << 30, gets: 3, puts: 2},
+			b: stepMoves{uploaded: 4096 + 300, puts: 2, baseManifest: 300, after: 300}},
+	}
+	r := b.render(time.Minute)
+	if r.upRatio != 1000.0/3000 || r.downRatio != 1000.0/1500 || r.emptyRatio != 1.1 {
+		t.Errorf("ratios = %v, %v, %v, want 0.33, 0.67, 1.1", r.upRatio, r.downRatio, r.emptyRatio)
+	}
+	for _, want := range []string{"| **0.33** |", "| **0.67** |", "| **ratio of medians, empty workspace / none** | **1.10** |", "| **B (the next step)** | 0 B | 4396 B | 0 | 2 |"} {
+		if !strings.Contains(r.text, want) {
+			t.Errorf("report has no %q:\n%s", want, r.text)
+		}
+	}
+	for _, tc := range []struct {
+		c    config
+		want string
+	}{
+		{config{}, ""},
+		{config{minUpload: 0.3, minDown: 0.6, checkDelta: true, maxEmpty: 1.1}, ""},
+		{config{minUpload: 0.5}, "upload throughput is 0.33 of cp's"},
+		{config{minDown: 0.7}, "download throughput is 0.67 of cp's"},
+		{config{maxEmpty: 1.05}, "1.10 times that of one without"},
+	} {
+		err := r.check(tc.c)
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("check(%+v) = %v, want %q", tc.c, err, tc.want)
+		}
 	}
 }
