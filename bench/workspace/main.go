@@ -8,7 +8,8 @@
 //
 //   - upload: `PUT /v1/workspaces/{id}/files/big.bin` of a -size file
 //     of random bytes, streamed from a file through the gateway, against
-//     `cp` of the same file to another file in the same directory. What
+//     `cp --reflink=never` of the same file to another file in the same
+//     directory. What
 //     is counted for both: from the start of the request (of cp) to its
 //     answer (its exit), then a `sync` of the whole machine, so that the
 //     store's blob is on disk as cp's copy is; a `sync` before each
