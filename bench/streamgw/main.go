@@ -76,16 +76,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	report, err := run(ctx, c)
 	stop()
-	fmt.Print(report)
-	if c.out != "" && report != "" {
-		if werr := os.WriteFile(c.out, []byte(report), 0o644); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "streamgw:", err)
-		os.Exit(1)
-	}
+	os.Exit(benchfleet.Finish("streamgw", c.out, report, err))
 }
 
 // bench is one benchmark run on one fleet.
@@ -114,16 +105,9 @@ const (
 )
 
 func run(ctx context.Context, c config) (report string, err error) {
-	dir, err := os.MkdirTemp("", "streamgw-tls")
+	tlsMode, plain, remove, err := benchfleet.Certificates(c.bin, fleetOptions)
+	defer remove()
 	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	tlsMode, plain, err := benchtls.Setup(c.bin, dir)
-	if err != nil {
-		return "", err
-	}
-	if err := tlsMode.Issue(fleetOptions.Identities(tlsMode), "127.0.0.1"); err != nil {
 		return "", err
 	}
 	var bs []*bench
@@ -192,12 +176,8 @@ func inTurn(bs []*bench, i int) []*bench {
 // signIn creates the owner with `gateway bootstrap`, signs in, makes an
 // admin API key for the rest and a workspace for the runs.
 func (b *bench) signIn(ctx context.Context) error {
-	const email = "bench@rodon.local"
-	pw, err := b.f.Bootstrap(ctx, email)
-	if err != nil {
-		return err
-	}
-	if b.gw, err = benchfleet.APIKey(ctx, b.f.Site, b.f.Public, email, pw); err != nil {
+	var err error
+	if b.gw, err = b.f.SignIn(ctx); err != nil {
 		return err
 	}
 	var ws struct {

@@ -52,17 +52,10 @@ func fleetOptions(c config) benchfleet.Options {
 }
 
 func run(ctx context.Context, c config) (report string, err error) {
-	tlsDir, err := os.MkdirTemp("", "workspace-tls")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tlsDir)
-	mode, _, err := benchtls.Setup(c.bin, tlsDir)
-	if err != nil {
-		return "", err
-	}
 	o := fleetOptions(c)
-	if err := mode.Issue(o.Identities(mode), "127.0.0.1"); err != nil {
+	mode, _, remove, err := benchfleet.Certificates(c.bin, o)
+	defer remove()
+	if err != nil {
 		return "", err
 	}
 	f, err := benchfleet.Start(ctx, c.bin, mode, o)
@@ -100,12 +93,8 @@ func run(ctx context.Context, c config) (report string, err error) {
 // setUp signs in (the owner made with `gateway bootstrap`, then an admin
 // API key), makes the two workspaces and the source file.
 func (b *bench) setUp(ctx context.Context, mode benchtls.Mode) error {
-	const email = "bench@rodon.local"
-	pw, err := b.f.Bootstrap(ctx, email)
-	if err != nil {
-		return err
-	}
-	if b.gw, err = benchfleet.APIKey(ctx, b.f.Site, b.f.Public, email, pw); err != nil {
+	var err error
+	if b.gw, err = b.f.SignIn(ctx); err != nil {
 		return err
 	}
 	for _, ws := range []*string{&b.ws, &b.empty} {

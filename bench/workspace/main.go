@@ -40,13 +40,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/rodon-compute/rodon/internal/benchfleet"
 	"github.com/rodon-compute/rodon/internal/size"
 )
 
@@ -86,14 +86,5 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	report, err := run(ctx, c)
 	stop()
-	fmt.Print(report)
-	if c.out != "" && report != "" {
-		if werr := os.WriteFile(c.out, []byte(report), 0o644); werr != nil {
-			err = errors.Join(err, werr)
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "workspace:", err)
-		os.Exit(1)
-	}
+	os.Exit(benchfleet.Finish("workspace", c.out, report, err))
 }

@@ -2,11 +2,13 @@ package benchfleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,6 +61,27 @@ func TestSendStreamsWithLength(t *testing.T) {
 		resp.Body.Close()
 		if string(b) != tc.want || resp.StatusCode != tc.status {
 			t.Errorf("Send(%s) answered %d %q, want %d %q", tc.method, resp.StatusCode, b, tc.status, tc.want)
+		}
+	}
+}
+
+func TestFinishWritesTheReport(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.md")
+	for _, tc := range []struct {
+		out    string
+		err    error
+		status int
+	}{
+		{out, nil, 0},
+		{out, errors.New("slow"), 1},
+		{filepath.Join(out, "not-a-dir", "r.md"), nil, 1},
+	} {
+		os.Remove(out)
+		if got := Finish("bench", tc.out, "# report\n", tc.err); got != tc.status {
+			t.Errorf("Finish(%s, %v) = %d, want %d", tc.out, tc.err, got, tc.status)
+		}
+		if b, err := os.ReadFile(tc.out); tc.out == out && string(b) != "# report\n" {
+			t.Errorf("Finish wrote %q (%v), want the report", b, err)
 		}
 	}
 }

@@ -116,6 +116,17 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
+// SignIn creates the owner (bench@rodon.local) with `gateway bootstrap`
+// and returns a client with an admin API key of the owner's.
+func (f *Fleet) SignIn(ctx context.Context) (*Client, error) {
+	const email = "bench@rodon.local"
+	pw, err := f.Bootstrap(ctx, email)
+	if err != nil {
+		return nil, err
+	}
+	return APIKey(ctx, f.Site, f.Public, email, pw)
+}
+
 // APIKey signs in as the owner and creates an admin API key; it returns a
 // client that uses the key.
 func APIKey(ctx context.Context, site string, tlsConf *tls.Config, email, password string) (*Client, error) {
