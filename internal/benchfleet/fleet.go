@@ -1,7 +1,8 @@
 // Package benchfleet starts the daemons of a Rodon fleet on loopback for
 // the benchmarks in bench/ (one scheduler member, one agentd and one
-// gateway, from the binaries of `go build -o bin/ ./cmd/...`), and is the
-// benchmarks' client of the gateway's public API.
+// gateway, from the binaries of `go build -o bin/ ./cmd/...`), is the
+// benchmarks' client of the gateway's public API, and holds the start and
+// the end they share (Certificates, SignIn, Finish).
 //
 // A fleet runs in one benchtls.Mode: mutual TLS between every component
 // (and HTTPS on the gateway's public listener) or plaintext. Every daemon
