@@ -19,6 +19,7 @@ const (
 	smallBytes = 4096
 )
 
+// changeSmall is what both delta steps run: small.bin rewritten.
 var changeSmall = []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/urandom > /workspace/%s", smallBytes, smallPath)}
 
 // stepMoves is what one step moved: the node's bytes and the store's
@@ -109,7 +110,8 @@ func (b *bench) moves(ctx context.Context, base string) (stepMoves, error) {
 
 // counters reads the node's and the store's metrics. The scheduler has a
 // series of a route only once the route was asked for, so its metrics
-// are not required to exist here; limit checks that they moved.
+// are not required to exist here; deltaResult.check checks that they
+// counted step A's moves.
 func (b *bench) counters(ctx context.Context) (counters, error) {
 	node, err := scrape(ctx, b.f.Agent, b.f.AgentURL+"/metrics", true, nodeMetrics...)
 	if err != nil {
