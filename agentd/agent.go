@@ -6,16 +6,18 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/rodon-compute/rodon/agentd/blobcache"
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/ticker"
-	"github.com/rodon-compute/rodon/internal/treecopy"
 )
 
 // Scheduler is what the agent needs of the scheduler's agent API (see
@@ -28,6 +30,9 @@ type Scheduler interface {
 	StepEvents(ctx context.Context, req cluster.StepEvents) error
 	StepExit(ctx context.Context, req cluster.StepExit) error
 	ConfirmCancel(ctx context.Context, req cluster.ConfirmCancel) error
+	// Uploads answers PUT URLs for the blobs of a workspace result the
+	// store lacks (docs/design/workspaces.md "Results").
+	Uploads(ctx context.Context, req cluster.UploadsRequest) (cluster.UploadsResponse, error)
 }
 
 // AgentConfig configures `agentd serve`.
@@ -45,9 +50,13 @@ type AgentConfig struct {
 	Heartbeat time.Duration
 	// ProbeImage is the canary image of the capability probe.
 	ProbeImage string
-	// WorkspaceRoot holds the workspaces steps name; a step's workspace
-	// is WorkspaceRoot/<name>.
-	WorkspaceRoot string
+	// BlobCacheBytes bounds the node's blob cache, DATA-DIR/blob-cache
+	// (agentd serve --blob-cache-size; blobcache.DefaultMaxBytes if zero).
+	BlobCacheBytes int64
+	// BlobClient fetches and puts blobs by their presigned URLs (nil:
+	// http.DefaultClient): the scheduler's own blob URLs are served on
+	// its mutual-TLS listener.
+	BlobClient *http.Client
 	// PollWait is how long one assignments long poll may block.
 	PollWait time.Duration
 	// Degraded are reasons known before the probe that make the node
@@ -63,11 +72,12 @@ type AgentConfig struct {
 // DefaultAgentConfig returns the defaults of `agentd serve`.
 func DefaultAgentConfig() AgentConfig {
 	return AgentConfig{
-		MaxStarting: cluster.DefaultMaxStarting,
-		Heartbeat:   2 * time.Second,
-		ProbeImage:  "rodon.local/base:latest",
-		PollWait:    30 * time.Second,
-		MaxLimits:   cluster.MaxLimits,
+		MaxStarting:    cluster.DefaultMaxStarting,
+		Heartbeat:      2 * time.Second,
+		ProbeImage:     "rodon.local/base:latest",
+		PollWait:       30 * time.Second,
+		MaxLimits:      cluster.MaxLimits,
+		BlobCacheBytes: blobcache.DefaultMaxBytes,
 	}
 }
 
@@ -82,6 +92,8 @@ type Agent struct {
 	logs    *logstore.Store
 	logger  *slog.Logger
 	metrics *Metrics
+	// cache is the node's blob cache (DATA-DIR/blob-cache).
+	cache *blobcache.Cache
 
 	// probed is the health the capability probe found (and the reasons
 	// known before it); health adds what the disk checks find at each
@@ -106,12 +118,24 @@ func NewAgent(cfg AgentConfig, rt *Runtime, sched Scheduler, logs *logstore.Stor
 		return nil, errors.New("agent config: no stream address")
 	case cfg.Heartbeat <= 0:
 		return nil, fmt.Errorf("agent config: heartbeat interval %v must be positive", cfg.Heartbeat)
-	case cfg.WorkspaceRoot == "":
-		return nil, errors.New("agent config: no workspace root")
+	case cfg.BlobCacheBytes < 0:
+		return nil, fmt.Errorf("agent config: blob cache size %d: must not be negative", cfg.BlobCacheBytes)
 	}
 	cfg.MaxLimits = nodeMaxLimits(cfg.MaxLimits)
 	if err := cfg.MaxLimits.Check(cluster.MaxLimits); err != nil {
 		return nil, fmt.Errorf("agent config: node maximum %w", err)
+	}
+	metrics := NewMetrics()
+	var cacheDir string
+	if rt != nil { // nil only in tests of the agent's HTTP API, never Run
+		cacheDir = filepath.Join(rt.cfg.DataDir, "blob-cache")
+	}
+	cache, err := blobcache.New(blobcache.Config{
+		Dir: cacheDir, MaxBytes: cfg.BlobCacheBytes,
+		Client: cfg.BlobClient, Metrics: metrics.blobs,
+	}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("agent config: %w", err)
 	}
 	return &Agent{
 		cfg:     cfg,
@@ -119,7 +143,8 @@ func NewAgent(cfg AgentConfig, rt *Runtime, sched Scheduler, logs *logstore.Stor
 		sched:   sched,
 		logs:    logs,
 		logger:  logger.With("component", "agent", "node", cfg.Node),
-		metrics: NewMetrics(),
+		metrics: metrics,
+		cache:   cache,
 		steps:   map[cluster.StepID]*stepRun{},
 		done:    map[cluster.StepAttempt]bool{},
 	}, nil
@@ -145,15 +170,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	} else if len(removed) > 0 {
 		a.logger.Info("removed workspace filesystems of sandboxes an earlier agent did not finish destroying", "removed", removed)
 	}
-	// The workspace store exists from the start: its file system is
-	// checked against the disk thresholds at every heartbeat.
-	if err := os.MkdirAll(a.cfg.WorkspaceRoot, 0o755); err != nil {
-		return fmt.Errorf("create the workspace root: %w", err)
-	}
-	if removed, err := treecopy.SweepStaging(a.cfg.WorkspaceRoot); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		a.logger.Warn("sweep workspace staging directories", "error", err)
-	} else if len(removed) > 0 {
-		a.logger.Info("removed workspace staging directories of read-backs an earlier agent did not finish", "removed", removed)
+	if err := a.cache.Load(); err != nil {
+		return err
 	}
 	a.probed = a.rt.Probe(ctx, a.cfg.ProbeImage)
 	if len(a.cfg.Degraded) > 0 {
@@ -163,7 +181,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.register(ctx); err != nil {
 		return err
 	}
-	a.adoptOrphans(ctx)
+	a.sweepTrees(a.adoptOrphans(ctx))
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
@@ -195,11 +213,11 @@ func (a *Agent) register(ctx context.Context) error {
 }
 
 // checkHealth sets the node's health: the probe's, degraded further by
-// each of its file systems (data directory, workspace store, output logs)
+// each of its file systems (data directory with the blob cache, output logs)
 // below its free space or inode threshold. It logs every change.
 func (a *Agent) checkHealth() {
 	h := a.probed
-	if disk := a.rt.DiskReasons(a.cfg.WorkspaceRoot, a.logs.Dir()); len(disk) > 0 {
+	if disk := a.rt.DiskReasons(a.logs.Dir()); len(disk) > 0 {
 		h = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(h.Reasons), disk...)}
 	}
 	if h.State == a.health.State && slices.Equal(h.Reasons, a.health.Reasons) {
@@ -370,4 +388,38 @@ func (a *Agent) Resize(ctx context.Context, id cluster.StepID, cols, rows int) e
 		return err
 	}
 	return sb.Resize(ctx, cols, rows)
+}
+
+func (a *Agent) blobClient() *http.Client {
+	if a.cfg.BlobClient == nil {
+		return http.DefaultClient
+	}
+	return a.cfg.BlobClient
+}
+
+// sweepTrees removes the attempts' trees an earlier agent left, but those
+// of the attempts adopted (by sandbox id).
+func (a *Agent) sweepTrees(adopted map[string]bool) {
+	dir := treesDir(a.rt.cfg)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			a.logger.Warn("sweep the attempts' trees", "error", err)
+		}
+		return
+	}
+	var removed []string
+	for _, e := range ents {
+		if adopted[e.Name()] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			a.logger.Warn("remove an earlier agent's tree", "tree", e.Name(), "error", err)
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+	if len(removed) > 0 {
+		a.logger.Info("removed the trees of attempts an earlier agent did not finish", "removed", removed)
+	}
 }

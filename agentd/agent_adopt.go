@@ -12,12 +12,14 @@ import (
 // adoptOrphans finds sandboxes left by an earlier agent of this node. An
 // attempt the scheduler still assigns here is waited for again and its exit
 // reported (output written while no agent ran is not collected); any other
-// is destroyed.
-func (a *Agent) adoptOrphans(ctx context.Context) {
+// is destroyed. It returns the sandbox ids of the attempts adopted, whose
+// trees stay.
+func (a *Agent) adoptOrphans(ctx context.Context) (adopted map[string]bool) {
+	adopted = map[string]bool{}
 	orphans, err := a.rt.Orphans(ctx)
 	if err != nil {
 		a.logger.Warn("look for sandboxes of an earlier agent", "error", err)
-		return
+		return adopted
 	}
 	wanted := map[cluster.StepAttempt]cluster.Step{}
 	var steps []cluster.Step
@@ -29,7 +31,7 @@ func (a *Agent) adoptOrphans(ctx context.Context) {
 		a.logger.Warn("read assignments to adopt sandboxes; retrying", "error", err)
 		select {
 		case <-ctx.Done():
-			return
+			return adopted
 		case <-time.After(a.cfg.Heartbeat):
 		}
 	}
@@ -46,6 +48,7 @@ func (a *Agent) adoptOrphans(ctx context.Context) {
 			r := newStepRun(a, st)
 			r.sb = sb
 			close(r.started)
+			adopted[sb.ID()] = true
 			a.mu.Lock()
 			a.steps[st.ID] = r
 			a.mu.Unlock()
@@ -66,7 +69,7 @@ func (a *Agent) adoptOrphans(ctx context.Context) {
 				if err := sb.Quiesce(context.WithoutCancel(ctx)); err != nil {
 					rec.Reason = joinReason(rec.Reason, "the sandbox could not be stopped after the step, so its workspace was not copied back: "+err.Error())
 				} else if rec.State != cluster.StateFailed && sb.Step().Workspace != "" {
-					r.copyBack(ctx, nil, sb)
+					rec.Workspace = r.readBack(ctx, nil, sb)
 				}
 				r.finish(ctx, nil, sb, rec)
 			}()
@@ -79,6 +82,7 @@ func (a *Agent) adoptOrphans(ctx context.Context) {
 		}
 		cancel()
 	}
+	return adopted
 }
 
 func joinReason(a, b string) string {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -31,6 +29,9 @@ type stepRun struct {
 
 	// started is closed once the step's process runs (sb is set then).
 	started chan struct{}
+	// trees are the attempt's workspace and library on the host, owned
+	// by the goroutine that runs the attempt.
+	trees trees
 
 	mu        sync.Mutex
 	sb        *Sandbox      // once created
@@ -80,7 +81,7 @@ func (r *stepRun) run(ctx context.Context) {
 	}
 	defer lg.Close()
 	r.phase(ctx, cluster.StateStarting, cluster.Phases{})
-	st, err := r.step()
+	st, err := r.step(ctx)
 	if err != nil {
 		r.finish(ctx, lg, nil, r.failedRecord(err))
 		return
@@ -122,13 +123,14 @@ func (r *stepRun) run(ctx context.Context) {
 		logger.Warn("stop sandbox after the step", "error", err)
 		rec.Reason = joinReason(rec.Reason, "the sandbox could not be stopped after the step, so its workspace was not copied back")
 	} else if rec.State != cluster.StateFailed && st.Workspace != "" {
-		r.copyBack(ctx, lg, sb)
+		rec.Workspace = r.readBack(ctx, lg, sb)
 	}
 	r.finish(ctx, lg, sb, rec)
 }
 
-// step builds the runtime's step from the spec.
-func (r *stepRun) step() (Step, error) {
+// step builds the runtime's step from the spec, its workspace and library
+// materialised on the host.
+func (r *stepRun) step(ctx context.Context) (Step, error) {
 	st := Step{
 		ID: r.id, Image: bundles.Ref(r.spec.Image), Args: r.spec.Args, Env: r.spec.Env,
 		Limits:         oci.Limits{CPU: r.spec.CPU, MemoryBytes: r.spec.MemoryBytes, Pids: r.limits.Pids},
@@ -141,16 +143,12 @@ func (r *stepRun) step() (Step, error) {
 	if r.spec.EnvError != "" {
 		return st, failure(api.CauseInvalidStep, "environment: "+r.spec.EnvError, nil)
 	}
-	if r.spec.Workspace != "" {
-		if err := cluster.ValidateWorkspaceName(r.spec.Workspace); err != nil {
-			return st, failure(api.CauseInvalidStep, err.Error(), nil)
-		}
-		st.Workspace = filepath.Join(r.a.cfg.WorkspaceRoot, r.spec.Workspace)
-		if err := os.MkdirAll(st.Workspace, 0o755); err != nil {
-			return st, fmt.Errorf("create workspace: %w", err)
-		}
+	if r.spec.Workspace != "" && r.spec.WorkspaceAccess == nil {
+		// No workspace lives on a node: without the URLs of its revision
+		// the step cannot see it.
+		return st, failure(api.CauseInvalidStep, fmt.Sprintf("the assignment names workspace %s but carries no access to it (is the scheduler older than the node?)", r.spec.Workspace), nil)
 	}
-	return st, nil
+	return st, r.prepareTrees(ctx, &st)
 }
 
 // deniedPoll is how often the egress counters of a running step are read.
@@ -248,6 +246,9 @@ func (r *stepRun) finish(ctx context.Context, lg *logstore.Log, sb *Sandbox, rec
 			})
 		}
 	}
+	// The attempt's trees go once the exit is reported, after the
+	// sandbox that mounts them.
+	defer r.removeTrees()
 	if sb == nil {
 		return
 	}
@@ -315,27 +316,4 @@ func (r *stepRun) sandbox() *Sandbox {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.sb
-}
-
-// copyBack makes the workspace what the step left in its copy (see
-// Sandbox.ReadBack), and records which files changed as a step event (in
-// lg too, unless it is nil).
-func (r *stepRun) copyBack(ctx context.Context, lg *logstore.Log, sb *Sandbox) {
-	var ev cluster.Event
-	changes, err := sb.ReadBack()
-	if err != nil {
-		r.a.logger.Warn("copy workspace back", "step", r.id, "error", err)
-		ev = cluster.Event{Time: time.Now().UTC(), Kind: cluster.EventWarning, Message: notCopiedMessage(err),
-			Warning: &api.Warning{Cause: api.WarningWorkspaceNotCopied}}
-	} else {
-		ev = filesChangedEvent(changes, time.Now().UTC())
-	}
-	if lg != nil {
-		if err := lg.Event(ev); err != nil {
-			r.a.logger.Warn("record workspace event", "step", r.id, "error", err)
-		}
-	}
-	r.report(ctx, "events", func(ctx context.Context) error {
-		return r.a.sched.StepEvents(ctx, cluster.StepEvents{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, Events: []cluster.Event{ev}})
-	})
 }

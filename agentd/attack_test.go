@@ -247,7 +247,7 @@ func TestAttackSurvivingProcess(t *testing.T) {
 		mu.Unlock()
 	}
 	startAgent(t, rt, sched)
-	spec := cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws1",
+	spec := cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Workspace: "ws-1",
 		Args: []string{"sh", "-c", "setsid sleep 1000 & echo started > started; exit 0"}}
 	sched.assign(cluster.Step{ID: "bg-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: spec})
 	sched.waitFor(t, "cleanup of bg-1", func() bool { return len(sched.reports) > 0 && sched.reports[len(sched.reports)-1] == "cleaned up" })
@@ -292,7 +292,7 @@ func TestAttackSurvivingProcess(t *testing.T) {
 func TestAttackYes(t *testing.T) {
 	rt := newTestRuntime(t)
 	sched := newRecordingScheduler(t)
-	logs, _ := startAgent(t, rt, sched)
+	logs := startAgent(t, rt, sched)
 	secs := 60
 	if testing.Short() {
 		secs = 10
@@ -441,7 +441,7 @@ func TestTinyWritesLogCost(t *testing.T) {
 	}{{"a frame per write", 0}, {"coalesced (default)", logstore.DefaultFlushDelay}} {
 		t.Run(tc.name, func(t *testing.T) {
 			sched := newRecordingScheduler(t)
-			logs, _ := startAgentWith(t, rt, sched, func(_ *AgentConfig, c *logstore.Config) { c.FlushDelay = tc.delay })
+			logs := startAgentWith(t, rt, sched, func(_ *AgentConfig, c *logstore.Config) { c.FlushDelay = tc.delay })
 			sched.assign(cluster.Step{ID: "tiny", State: cluster.StatePlaced, Node: "n1", Attempts: 1,
 				Spec: cluster.StepSpec{Image: "base", CPU: 1, MemoryBytes: 256 << 20, Args: []string{"sh", "-c", script}}})
 			start := time.Now()

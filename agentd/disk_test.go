@@ -69,7 +69,7 @@ func TestAgentHealthFollowsDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultAgentConfig()
-	cfg.Node, cfg.Address, cfg.WorkspaceRoot = "n1", netip.MustParseAddrPort("127.0.0.1:1"), t.TempDir()
+	cfg.Node, cfg.Address = "n1", netip.MustParseAddrPort("127.0.0.1:1")
 	a, err := NewAgent(cfg, rt, nil, logs, rt.logger)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package agentd
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rodon-compute/rodon/agentd/blobcache"
 )
 
 // Metrics are the agent's Prometheus metrics. Register them with
@@ -13,6 +15,10 @@ type Metrics struct {
 	cleanup  prometheus.Histogram
 	degraded prometheus.Gauge
 	denied   *prometheus.CounterVec
+	// blobs are the node's blob cache's.
+	blobs blobcache.Metrics
+	// uploaded counts the bytes of workspace results uploaded.
+	uploaded prometheus.Counter
 }
 
 // NewMetrics returns the agent's metrics, unregistered.
@@ -44,10 +50,33 @@ func NewMetrics() *Metrics {
 			Name: "rodon_agent_egress_denied_packets_total",
 			Help: "Packets from step sandboxes the egress filter denied, by reason (netpolicy.Reason names: private, metadata, node, documentation, encapsulation, ...).",
 		}, []string{"reason"}),
+		blobs: blobcache.Metrics{
+			FetchedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "rodon_agent_blob_fetched_bytes_total",
+				Help: "Bytes of workspace blobs this node fetched (and verified) into its blob cache.",
+			}),
+			Hits: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "rodon_agent_blob_cache_hits_total",
+				Help: "Workspace blobs a step needed that were in the node's blob cache.",
+			}),
+			Misses: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "rodon_agent_blob_cache_misses_total",
+				Help: "Workspace blobs a step needed that the node had to fetch.",
+			}),
+			Bytes: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "rodon_agent_blob_cache_bytes",
+				Help: "Bytes of blobs in the node's blob cache (agentd serve --blob-cache-size bounds it).",
+			}),
+		},
+		uploaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rodon_agent_blob_uploaded_bytes_total",
+			Help: "Bytes of workspace blobs this node uploaded (new files of steps' results, and their manifests).",
+		}),
 	}
 }
 
 // Collectors returns the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.steps, m.running, m.create, m.cleanup, m.degraded, m.denied}
+	return []prometheus.Collector{m.steps, m.running, m.create, m.cleanup, m.degraded, m.denied,
+		m.blobs.FetchedBytes, m.blobs.Hits, m.blobs.Misses, m.blobs.Bytes, m.uploaded}
 }

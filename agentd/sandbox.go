@@ -126,6 +126,7 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 		oci.WithPause(r.cfg.PauseBinary, sb.ctlDir),
 		oci.WithEnv(imgEnv),
 		oci.WithWorkspace(sb.wsDir),
+		oci.WithLibrary(st.Library),
 		oci.WithLimits(st.Limits),
 		oci.WithCgroupsPath(path.Join(r.cfg.CgroupParent, id)),
 	}
@@ -233,7 +234,7 @@ func (s *Sandbox) mountWorkspace(ctx context.Context) error {
 	}
 	unlock := r.lockWorkspace(s.step.Workspace)
 	defer unlock()
-	if err := treecopy.Copy(s.step.Workspace, s.wsDir, treecopy.Limits{MaxBytes: quota}); err != nil {
+	if err := treecopy.Copy(s.step.Workspace, s.wsDir, treecopy.Limits{MaxBytes: quota, Perm: s.step.WorkspacePerm}); err != nil {
 		if errors.Is(err, treecopy.ErrTooLarge) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 			return failure(api.CauseWorkspaceTooLarge, fmt.Sprintf("the workspace does not fit in the step's workspace limit of %s", fmtBytes(quota)),
 				fmt.Errorf("%w: %s (%d bytes): %w", ErrWorkspaceTooLarge, fmtBytes(quota), quota, err))

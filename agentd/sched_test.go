@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +36,9 @@ type recordingScheduler struct {
 	onExit func(cluster.StepExit)
 	// registered is the last registration.
 	registered cluster.RegisterNode
+
+	// uploads are the agent's upload requests, in order.
+	uploads []cluster.UploadsRequest
 }
 
 func newRecordingScheduler(t *testing.T) *recordingScheduler {
@@ -50,7 +55,7 @@ func (f *recordingScheduler) assign(st cluster.Step) {
 	sp := st.Spec
 	req := api.StepRequest{ID: string(st.ID), Image: sp.Image, Args: sp.Args, Env: sp.Env, CPU: sp.CPU, MemoryBytes: sp.MemoryBytes,
 		Pids: sp.Pids, Timeout: api.Duration(sp.Timeout), WorkspaceBytes: sp.WorkspaceBytes, OutputBytes: sp.OutputBytes,
-		Workspace: sp.Workspace, NoInternet: sp.NoInternet, TTY: sp.TTY, Idempotent: sp.Idempotent, Node: string(st.Node)}
+		Workspace: sp.Workspace, BaseRevision: sp.BaseRevision, Library: sp.Library, NoInternet: sp.NoInternet, TTY: sp.TTY, Idempotent: sp.Idempotent, Node: string(st.Node)}
 	if _, err := f.cl.SubmitStep(context.Background(), req); err != nil {
 		f.t.Fatalf("submit %s: %v", st.ID, err)
 	}
@@ -122,6 +127,59 @@ func (f *recordingScheduler) Assignments(ctx context.Context, node cluster.NodeI
 	return a.Index, a.Steps, err
 }
 
+func (f *recordingScheduler) Uploads(ctx context.Context, req cluster.UploadsRequest) (cluster.UploadsResponse, error) {
+	f.mu.Lock()
+	f.uploads = append(f.uploads, req)
+	f.mu.Unlock()
+	res, err := f.cl.AgentUploads(ctx, req)
+	return res, refused(err)
+}
+
+// seed writes files (path -> content; a path ending in "*" is written
+// 0755) into workspace ws through the scheduler's workspace API, one
+// revision each, and returns the last.
+func (f *recordingScheduler) seed(ws string, files map[string]string) api.Revision {
+	f.t.Helper()
+	var rev api.Revision
+	for p, c := range files {
+		var opts client.WriteOptions
+		if q, ok := strings.CutSuffix(p, "*"); ok {
+			p, opts.Mode = q, 0o755
+		}
+		var err error
+		if rev, err = f.cl.PutFile(context.Background(), ws, p, strings.NewReader(c), int64(len(c)), opts); err != nil {
+			f.t.Fatalf("seed %s/%s: %v", ws, p, err)
+		}
+	}
+	return rev
+}
+
+// file is the content of path in workspace ws's head, and whether it is
+// there.
+func (f *recordingScheduler) file(ws, path string) (string, bool) {
+	r, err := f.cl.File(context.Background(), ws, path, client.FileOptions{})
+	if err != nil {
+		return "", false
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	return string(b), err == nil
+}
+
+// tree is workspace ws's tree at revision rev, by path.
+func (f *recordingScheduler) tree(ws, rev string) map[string]api.TreeEntry {
+	f.t.Helper()
+	es, err := f.cl.Tree(context.Background(), ws, rev, "")
+	if err != nil {
+		f.t.Fatalf("tree of %s at %s: %v", ws, rev, err)
+	}
+	out := map[string]api.TreeEntry{}
+	for _, e := range es {
+		out[e.Path] = e
+	}
+	return out
+}
+
 func (f *recordingScheduler) StepPhase(ctx context.Context, req cluster.StepPhase) error {
 	f.mu.Lock()
 	st := f.steps[req.Step]
@@ -161,6 +219,7 @@ func (f *recordingScheduler) StepExit(ctx context.Context, req cluster.StepExit)
 	f.steps[req.Record.Step] = st
 	f.exits[req.Record.Step] = req.Record
 	f.reports = append(f.reports, fmt.Sprintf("exit %d %s", req.Record.ExitCode, req.Record.TerminatedBy))
+
 	return err
 }
 

@@ -142,6 +142,11 @@ func (s *Server) run(ctx context.Context) error {
 		return err
 	}
 	defer rt.Close()
+	if cfg.Agent.BlobClient == nil {
+		hc, closeIdle := blobClient(s.sched.tr)
+		defer closeIdle()
+		cfg.Agent.BlobClient = hc
+	}
 	agent, err := NewAgent(cfg.Agent, rt, s.sched, s.logs, logger)
 	if err != nil {
 		return err

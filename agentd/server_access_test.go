@@ -48,7 +48,7 @@ func TestAgentMuxAccess(t *testing.T) {
 	}
 	lg.Close()
 	cfg := DefaultAgentConfig()
-	cfg.Node, cfg.Address, cfg.WorkspaceRoot = "n1", netip.MustParseAddrPort("127.0.0.1:1"), t.TempDir()
+	cfg.Node, cfg.Address = "n1", netip.MustParseAddrPort("127.0.0.1:1")
 	agent, err := NewAgent(cfg, nil, nil, nil, logger)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 // does not run here is 404.
 func TestInputHandler(t *testing.T) {
 	cfg := DefaultAgentConfig()
-	cfg.Node, cfg.Address, cfg.WorkspaceRoot = "n1", netip.MustParseAddrPort("127.0.0.1:1"), t.TempDir()
+	cfg.Node, cfg.Address = "n1", netip.MustParseAddrPort("127.0.0.1:1")
 	agent, err := NewAgent(cfg, nil, nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
@@ -102,4 +103,35 @@ func (s *schedulerClient) StepExit(ctx context.Context, x cluster.StepExit) erro
 
 func (s *schedulerClient) ConfirmCancel(ctx context.Context, c cluster.ConfirmCancel) error {
 	return refusedReport(s.c.ConfirmCancel(ctx, c))
+}
+
+func (s *schedulerClient) Uploads(ctx context.Context, u cluster.UploadsRequest) (cluster.UploadsResponse, error) {
+	res, err := s.c.AgentUploads(ctx, u)
+	return res, refusedReport(err)
+}
+
+// blobTransport carries presigned blob URLs: the scheduler's own (a local
+// store's, /v1/blobs/DIGEST?...&sig=..., served on its mutual-TLS
+// listener) with the agent's certificate to a scheduler member, any other
+// (an S3 store's) as plain HTTPS with the system's roots.
+type blobTransport struct {
+	cluster, public http.RoundTripper
+}
+
+func (t blobTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(req.URL.Path, "/v1/blobs/") && req.URL.Query().Has("sig") {
+		return t.cluster.RoundTrip(req)
+	}
+	return t.public.RoundTrip(req)
+}
+
+// blobClient is the agent's client of presigned blob URLs, and the func
+// that closes its idle connections; tr is the scheduler client's
+// mutual-TLS transport (nil in plaintext mode), which its owner closes.
+func blobClient(tr *http.Transport) (*http.Client, func()) {
+	public := http.DefaultTransport.(*http.Transport).Clone()
+	if tr == nil {
+		return &http.Client{Transport: public}, public.CloseIdleConnections
+	}
+	return &http.Client{Transport: blobTransport{cluster: tr, public: public}}, public.CloseIdleConnections
 }

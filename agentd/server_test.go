@@ -95,7 +95,6 @@ func newDaemon(t *testing.T, schedAddr string, hook func(name string, run func(c
 	cfg.Agent.Node = "d1"
 	cfg.Agent.Address = netip.MustParseAddrPort(testenv.FreeAddr(t))
 	cfg.Agent.Capacity = cluster.Resources{CPU: 1, MemoryBytes: 1 << 30}
-	cfg.Agent.WorkspaceRoot = t.TempDir()
 	cfg.Agent.Heartbeat = 200 * time.Millisecond
 	cfg.Agent.PollWait = time.Second
 	cfg.Agent.ProbeImage = baseImage

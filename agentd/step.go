@@ -3,6 +3,7 @@ package agentd
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
@@ -20,6 +21,14 @@ type Step struct {
 	// /workspace before the step starts and updated from it after the step
 	// ends. The step never sees the directory itself.
 	Workspace string
+	// WorkspacePerm, if set, gives the mode of each file of Workspace in
+	// the sandbox's copy (by its slash-separated path), in place of the
+	// directory's own: the agent's materialised revisions are links into
+	// its blob cache, whose files are read-only (treecopy.Limits.Perm).
+	WorkspacePerm func(rel string) uint32
+	// Library, if set, is a host directory the step sees read-only at
+	// /library (the account library).
+	Library string
 	// Limits are the sandbox's CPU, memory and pids limits; zero pids
 	// means cluster.DefaultLimits.Pids (a sandbox always has a pids limit).
 	Limits oci.Limits
@@ -81,6 +90,8 @@ func (s Step) validate() error {
 		return fmt.Errorf("step %s: empty image", s.ID)
 	case len(s.Args) == 0:
 		return fmt.Errorf("step %s: empty command", s.ID)
+	case s.Library != "" && !filepath.IsAbs(s.Library):
+		return fmt.Errorf("step %s: library %q: not an absolute path", s.ID, s.Library)
 	case s.Timeout < 0:
 		return fmt.Errorf("step %s: negative timeout %v", s.ID, s.Timeout)
 	case s.WorkspaceBytes < 0 || s.WorkspaceBytes > 0 && s.WorkspaceBytes < cluster.MinLimits.WorkspaceBytes:

@@ -3,10 +3,12 @@ package agentd
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 )
 
 // SweepOrphans destroys what agents that died left behind: their create
-// leases, workspace filesystems and sandboxes. It logs what it finds and
+// leases, workspace filesystems, sandboxes and the sandboxes' trees. It logs what it finds and
 // what fails, and goes on (`agentd run` sweeps before its step).
 func (r *Runtime) SweepOrphans(ctx context.Context) {
 	if _, err := r.SweepLeases(ctx); err != nil {
@@ -22,9 +24,18 @@ func (r *Runtime) SweepOrphans(ctx context.Context) {
 	}
 	for _, o := range orphans {
 		err := o.Sandbox.Destroy(ctx)
+		if err == nil {
+			err = r.removeTree(o.Sandbox.ID())
+		}
 		r.logger.Warn("found sandbox of a dead agent and destroyed it",
 			"step", o.Sandbox.ID(), "owner", o.Owner, "was_running", o.Running, "error", err)
 	}
+}
+
+// removeTree removes the attempt's tree (workspace and library) of the
+// sandbox id, if any.
+func (r *Runtime) removeTree(id string) error {
+	return os.RemoveAll(filepath.Join(treesDir(r.cfg), id))
 }
 
 // Cleaned is what Cleanup removed, each a line for the operator.
@@ -54,6 +65,9 @@ func (r *Runtime) Cleanup(ctx context.Context, removeNAT bool) (Cleaned, error) 
 		if err := o.Sandbox.Destroy(ctx); err != nil {
 			*errs = append(*errs, fmt.Errorf("destroy %s: %w", o.Sandbox.ID(), err))
 			continue
+		}
+		if err := r.removeTree(o.Sandbox.ID()); err != nil {
+			*errs = append(*errs, fmt.Errorf("remove the tree of %s: %w", o.Sandbox.ID(), err))
 		}
 		done.Sandboxes = append(done.Sandboxes, fmt.Sprintf("%s (step %s)", o.Sandbox.ID(), o.Sandbox.Step().ID))
 	}

@@ -142,6 +142,15 @@ const (
 	// the rest is held back until the step ends (the event's Output says
 	// how much is kept).
 	WarningOutputHeldBack = "output_held_back"
+	// WarningWorkspaceNotSaved: the tree the step left could not be
+	// saved as a revision (an upload failed, the store refused it); the
+	// step's exit is recorded without one.
+	WarningWorkspaceNotSaved = "workspace_not_saved"
+	// WarningWorkspacePathsDropped: paths the step left that a stored
+	// tree cannot hold (a symlink pointing outside the workspace, a name
+	// the store refuses, a device, socket or pipe) are not in its
+	// revision; the event's message names them.
+	WarningWorkspacePathsDropped = "workspace_paths_dropped"
 )
 
 // Causes of a step that failed on its node (Exit.Cause, Step.Cause, an
@@ -157,6 +166,9 @@ const (
 	// CauseWorkspaceTooLarge: the workspace holds more than the step's
 	// workspace limit.
 	CauseWorkspaceTooLarge = "workspace_too_large"
+	// CauseWorkspaceUnavailable: the node could not fetch the step's
+	// starting revision (or library) from the blob store.
+	CauseWorkspaceUnavailable = "workspace_unavailable"
 	// CauseLowDisk: the node's disk cannot take the step's workspace.
 	CauseLowDisk = "low_disk"
 	// CauseSandboxFailed: the node could not create the step's sandbox.
@@ -173,4 +185,9 @@ const (
 	CauseAgentRestarted = "agent_restarted"
 	// CauseNodeError: anything else that went wrong on the node.
 	CauseNodeError = "node_error"
+	// CauseWorkspaceConflict: the step's changes conflict with a revision
+	// committed since its base (the same path changed on both sides); they
+	// are kept as a detached revision (Step.Revision), the reason names
+	// the path and the revisions.
+	CauseWorkspaceConflict = "workspace_conflict"
 )

@@ -140,6 +140,13 @@ type AuditDocument struct {
 	Client string `json:"client"`
 	// Input is what a terminal received (terminal.close).
 	Input *TerminalInput `json:"input,omitempty"`
+	// Workspace, Path and Revision name what a write to a workspace's
+	// files changed: the workspace, the path (none for a restore or an
+	// upload of several files) and the revision it made (never the
+	// contents).
+	Workspace string `json:"workspace,omitempty"`
+	Path      string `json:"path,omitempty"`
+	Revision  string `json:"revision,omitempty"`
 }
 
 // TerminalInput is what one stream sent to a step's terminal: bytes of

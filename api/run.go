@@ -65,6 +65,9 @@ type RunStep struct {
 	// Cleanup is CleanupDone once the sandbox is gone, CleanupPending
 	// before.
 	Cleanup string `json:"cleanup,omitempty"`
+	// Revision is the workspace revision the step made (detached when
+	// its changes conflicted); empty when it made none.
+	Revision string `json:"revision,omitempty"`
 }
 
 // The states of a run's step besides a step's own (RunStep.State).

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // The id grammars, one per kind, for every binary and the gateway
@@ -10,7 +11,9 @@ import (
 //
 //	kind                          grammar                                   checked by
 //	step id                       1-63 of a-z 0-9 - _, first a-z or 0-9     ValidateStepID
-//	workspace name (of a step)    as a step id                              ValidateWorkspaceName
+//	workspace id (of the store)   ws- and then as a step id, 63 at most     ValidateWorkspaceID
+//	revision id                   rev- and then as a step id, 63 at most    ValidateRevisionID
+//	workspace name (node dir)     as a step id                              ValidateWorkspaceName
 //	node id                       1-63 of a-z 0-9 . - _, first a-z or 0-9   ValidateNodeID
 //	member id, gateway name,      as a node id                              ValidateName
 //	operator name (identities)
@@ -42,6 +45,23 @@ func ValidateStepID(id StepID) error {
 func ValidateWorkspaceName(name string) error {
 	if !stepIDPattern.MatchString(name) {
 		return fmt.Errorf("workspace name %q: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateWorkspaceID reports whether id can name a workspace of the
+// store (StepSpec.Workspace, the gateway's ws-... ids).
+func ValidateWorkspaceID(id string) error {
+	if !strings.HasPrefix(id, "ws-") || !stepIDPattern.MatchString(id) {
+		return fmt.Errorf("workspace id %q: want ws- and then 1-60 characters of a-z, 0-9, '-' and '_'", id)
+	}
+	return nil
+}
+
+// ValidateRevisionID reports whether id can name a workspace revision.
+func ValidateRevisionID(id string) error {
+	if !strings.HasPrefix(id, "rev-") || len(id) == len("rev-") || !stepIDPattern.MatchString(id) {
+		return fmt.Errorf("revision id %q: want rev- and then 1-59 characters of a-z, 0-9, '-' and '_'", id)
 	}
 	return nil
 }

@@ -13,6 +13,14 @@
 // the run record, so gateways may come and go without a run being lost or
 // a step submitted twice.
 //
+// A workspace's files and revisions live in the scheduler (its workspace
+// API, Files); the gateway holds no blob store. It authorizes each files
+// call (roles, the account library's rules), confines its path
+// (manifest.Clean, before the mux could clean it) and streams the bytes
+// both ways, serving every file so that nothing uploaded runs in its
+// origin; the local store's presigned URLs go through its /v1/blobs/,
+// proxied unchanged.
+//
 // Browsers and API clients reach the gateway over HTTPS (Config.TLS); plain
 // HTTP is served on loopback only. The gateway registers the addresses it
 // is reached at with the scheduler (Registrar), so that node agents deny

@@ -29,6 +29,9 @@ type Driver struct {
 	now      func() time.Time
 	log      *slog.Logger
 	nodes    *nodeNames
+	// library returns the account library's workspace, given to every
+	// step.
+	library func(context.Context) (string, error)
 	// wake asks Run for a pass now; buffered, never closed.
 	wake chan struct{}
 }
@@ -40,8 +43,8 @@ const casTries = 5
 // pass deletes it (the run's creation failed after the marker).
 const staleLive = time.Minute
 
-func newDriver(store Store, steps Steps, nodes *nodeNames, interval time.Duration, now func() time.Time, logger *slog.Logger) *Driver {
-	return &Driver{store: store, steps: steps, nodes: nodes, interval: interval, now: now,
+func newDriver(store Store, steps Steps, nodes *nodeNames, library func(context.Context) (string, error), interval time.Duration, now func() time.Time, logger *slog.Logger) *Driver {
+	return &Driver{store: store, steps: steps, nodes: nodes, library: library, interval: interval, now: now,
 		log: logger.With("component", "driver"), wake: make(chan struct{}, 1)}
 }
 
@@ -223,17 +226,23 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 		case stepPending:
 			req := s.Spec
 			req.ID, req.Workspace = s.ID, run.Workspace
-			// The workspace is a directory on the node that ran the
-			// previous step: this step must run there to see it as that
-			// step left it.
-			if i > 0 {
-				prev, err := d.steps.Step(ctx, run.Steps[i-1].ID)
-				if err != nil {
-					return changed, fmt.Errorf("read step %s: %w", run.Steps[i-1].ID, err)
-				}
-				req.Node = prev.Node
+			lib, err := d.library(ctx)
+			if err != nil {
+				return changed, err
 			}
-			_, err := d.steps.SubmitStep(ctx, req)
+			req.Library = lib
+			// Any node may run any step: the first starts from the
+			// workspace's head (fixed by the scheduler at submission),
+			// each next one from the revision the one before made, or
+			// the one it started from when it changed nothing.
+			if i > 0 {
+				base, err := d.baseAfter(ctx, run.Steps[i-1])
+				if err != nil {
+					return changed, err
+				}
+				req.BaseRevision = base
+			}
+			_, err = d.steps.SubmitStep(ctx, req)
 			var ce *client.Error
 			switch {
 			case err == nil || IsConflict(err):
@@ -391,6 +400,23 @@ func (d *Driver) settleCancel(ctx context.Context, run *runRecord, now time.Time
 		return false, nil
 	}
 	return true, nil
+}
+
+// baseAfter is the revision a step after prev starts from: the one prev
+// made, else (prev changed nothing) the one prev started from, as the
+// scheduler fixed it.
+func (d *Driver) baseAfter(ctx context.Context, prev runStepRecord) (string, error) {
+	if prev.View != nil && prev.View.Revision != "" {
+		return prev.View.Revision, nil
+	}
+	st, err := d.steps.Step(ctx, prev.ID)
+	if err != nil {
+		return "", fmt.Errorf("read step %s: %w", prev.ID, err)
+	}
+	if st.Revision != "" {
+		return st.Revision, nil
+	}
+	return st.Spec.BaseRevision, nil
 }
 
 // outcome says how a step that did not exit 0 ended, for a run's errors.

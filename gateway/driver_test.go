@@ -68,16 +68,63 @@ func TestDriverSequencesSteps(t *testing.T) {
 	if _, err := f.store.GetRecord(ctx, kindRunLive, op.ID); !IsNotFound(err) {
 		t.Errorf("live marker of a settled run = %v, want it deleted", err)
 	}
-	// The workspace travels with every step, and every step after the
-	// first runs on the node of the one before, where the workspace is.
+	// The workspace and the library travel with every step, and no step
+	// is bound to a node.
+	var lib api.Workspace
+	f.do("viewer", "GET", "/v1/library", "", 200, &lib)
 	for i := range 3 {
 		st, _ := f.sched.Step(ctx, stepID(op.ID, i))
-		if st.Spec.Workspace != wsMain {
-			t.Errorf("step %d workspace = %q, want %q", i, st.Spec.Workspace, wsMain)
+		if st.Spec.Workspace != wsMain || st.Spec.Library != lib.ID || st.Spec.Node != "" {
+			t.Errorf("step %d workspace %q, library %q, node %q, want %q, %q and none", i, st.Spec.Workspace, st.Spec.Library, st.Spec.Node, wsMain, lib.ID)
 		}
-		if want := map[bool]string{true: "", false: testNode}[i == 0]; st.Spec.Node != want {
-			t.Errorf("step %d bound to node %q, want %q", i, st.Spec.Node, want)
+	}
+}
+
+// TestDriverChainsRevisions: the first step starts from the head, each
+// next one from the revision the one before made (or, when it made none,
+// from the one it started from); the run shows each step's revision. A
+// step whose changes conflicted ends the run failed, saying so. The
+// revisions are the scheduler's, made by the steps' results.
+func TestDriverChainsRevisions(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	op := f.newRun(3)
+	s0, s1, s2 := stepID(op.ID, 0), stepID(op.ID, 1), stepID(op.ID, 2)
+	f.sched.Start(s0)
+	made := f.sched.ExitWithFiles(s0, 0, map[string]string{"out/0.txt": "step 0\n"}).Revision
+	if made == "" {
+		t.Fatalf("step 0's changes made no revision")
+	}
+	f.g.Driver().Pass(ctx)
+	f.sched.Start(s1) // makes no revision
+	f.sched.Exit(s1, 0)
+	f.g.Driver().Pass(ctx)
+	// The scheduler fixed step 0's base at submission: the head.
+	for i, want := range []string{f.rev, made, made} {
+		if st := f.sched.step(t, stepID(op.ID, i)); st.Spec.BaseRevision != want {
+			t.Errorf("step %d base revision = %q, want %q", i, st.Spec.BaseRevision, want)
 		}
+	}
+	// data/a.txt changes after step 2 started from made; step 2 changes
+	// it too: its tree is kept as a detached revision, the step fails.
+	var meanwhile api.Revision
+	f.do("editor", "PUT", "/v1/workspaces/ws-main/files/data/a.txt", "edited meanwhile\n", 201, &meanwhile)
+	f.sched.Start(s2)
+	lost := f.sched.ExitWithFiles(s2, 0, map[string]string{"data/a.txt": "step 2\n"})
+	if d, ok := f.sched.c.State().Revision(lost.Revision); !ok || !d.Detached {
+		t.Fatalf("step 2's revision %q = %+v, want a detached one", lost.Revision, d)
+	}
+	f.g.Driver().Pass(ctx)
+	got := f.getRun(op.ID)
+	if got.Steps[0].Revision != made || got.Steps[1].Revision != "" || got.Steps[2].Revision != lost.Revision {
+		t.Errorf("steps' revisions = %q %q %q, want %s, none, %s", got.Steps[0].Revision, got.Steps[1].Revision, got.Steps[2].Revision, made, lost.Revision)
+	}
+	if got.State != api.RunFailed || got.Steps[2].State != api.StepFailed || !strings.Contains(got.Steps[2].Reason, "workspace conflict: data/a.txt") ||
+		len(got.Errors) != 1 || !strings.Contains(got.Errors[0], "workspace conflict") {
+		t.Errorf("run = %s, step 2 %s %q, errors %q, want failed with the conflict named", got.State, got.Steps[2].State, got.Steps[2].Reason, got.Errors)
+	}
+	if !strings.Contains(got.Steps[2].Reason, "changed by "+meanwhile.ID+" since "+made) {
+		t.Errorf("step 2's reason %q, want it to name %s and %s", got.Steps[2].Reason, meanwhile.ID, made)
 	}
 }
 

@@ -144,6 +144,8 @@ func eventMessage(e api.Event) string {
 			switch w.Cause {
 			case api.WarningWorkspaceNotCopied:
 				return "workspace not copied back"
+			case api.WarningWorkspaceNotSaved:
+				return "workspace changes not saved"
 			case api.WarningOutputHeldBack:
 				if o := e.Output; o != nil {
 					return fmt.Sprintf("output past the first %s is held back until the step ends: its last %s will be kept and what comes before them dropped (output cap %s)",
@@ -189,6 +191,8 @@ func causeMessage(cause string) string {
 		return "the command could not be started"
 	case api.CauseAgentRestarted:
 		return "the node's agent restarted and the step's sandbox was gone"
+	case api.CauseWorkspaceConflict:
+		return "the step's workspace changes conflict with a newer revision (kept as a detached revision)"
 	}
 	return "the node could not run the step"
 }

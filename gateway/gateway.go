@@ -85,6 +85,9 @@ type Config struct {
 	Reload <-chan os.Signal
 	// Reloaders re-read certificate files on Reload (reload.go).
 	Reloaders []Reloader
+	// MaxFileSize bounds one file written through the gateway (PUT
+	// files, an upload's file, a proxied blob).
+	MaxFileSize int64
 }
 
 // Bounds of the settings (the flags of `gateway serve` check them).
@@ -147,6 +150,7 @@ func DefaultConfig() Config {
 		Timeouts:            DefaultTimeouts,
 		RunRetention:        DefaultRunRetention,
 		MaintenanceInterval: time.Minute,
+		MaxFileSize:         DefaultMaxFileSize,
 	}
 }
 
@@ -162,9 +166,11 @@ type StreamServer interface {
 // Gateway serves the API. Build it with New, serve with Run (or mount
 // Handler and run Driver yourself).
 type Gateway struct {
-	cfg     Config
-	store   Store
-	steps   Steps
+	cfg   Config
+	store Store
+	steps Steps
+	// files is the scheduler's workspace API: steps, when it serves one.
+	files   Files
 	log     *slog.Logger
 	now     func() time.Time
 	metrics *metrics
@@ -184,10 +190,15 @@ type Gateway struct {
 	// sign-ins goes on.
 	maintMu      sync.Mutex
 	signinCursor string
+	// libMu guards lib, the library's record once known.
+	libMu sync.Mutex
+	lib   libraryRecord
 }
 
 // New checks cfg and wires a gateway on store and steps (both usually the
-// scheduler client). It starts nothing.
+// scheduler client). Steps that also implement Files (the scheduler
+// client does) serve the files API; without, its routes answer 501. It
+// starts nothing.
 func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, error) {
 	if store == nil || steps == nil {
 		return nil, errors.New("gateway: a store and a step API are required")
@@ -218,6 +229,9 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	}
 	if cfg.RunRetention < MinRunRetention || cfg.RunRetention > MaxRunRetention {
 		return nil, fmt.Errorf("run retention %v: want %v to %v", cfg.RunRetention, MinRunRetention, MaxRunRetention)
+	}
+	if cfg.MaxFileSize <= 0 || cfg.MaxFileSize > MaxMaxFileSize {
+		return nil, fmt.Errorf("max file size %d: want 1 byte to %d", cfg.MaxFileSize, int64(MaxMaxFileSize))
 	}
 	if cfg.MaintenanceInterval <= 0 {
 		return nil, fmt.Errorf("maintenance interval %v: want a positive duration", cfg.MaintenanceInterval)
@@ -253,9 +267,10 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 		hashWait:      hashWait,
 		secureCookie:  u.Scheme == "https",
 	}
+	g.files, _ = steps.(Files)
 	g.metrics = newMetrics(cfg.Collectors...)
 	g.nodes = &nodeNames{steps: steps}
-	g.driver = newDriver(store, steps, g.nodes, cfg.DriverInterval, g.now, logger)
+	g.driver = newDriver(store, steps, g.nodes, g.libraryID, cfg.DriverInterval, g.now, logger)
 	g.routes = g.routeTable()
 	g.handler = g.buildHandler()
 	return g, nil
@@ -387,6 +402,14 @@ func (g *Gateway) deadlines(h http.Handler) http.Handler {
 			// there is nothing to bound.
 			rc.SetReadDeadline(now.Add(g.cfg.Timeouts.Read))
 			rc.SetWriteDeadline(now.Add(g.cfg.Timeouts.Write))
+			if isTransferPath(r.URL.Path) {
+				// A file's bytes may take longer than a request: the
+				// deadlines move on with each read and write, so a
+				// transfer that makes progress goes on and one that
+				// stalls is cut.
+				w = &progressWriter{ResponseWriter: w, rc: rc, d: g.cfg.Timeouts.Write}
+				r.Body = &progressBody{ReadCloser: r.Body, rc: rc, d: g.cfg.Timeouts.Read}
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -399,6 +422,44 @@ func isStreamPath(path string) bool {
 	id, ok2 := strings.CutSuffix(rest, "/stream")
 	return ok && ok2 && id != "" && !strings.Contains(id, "/")
 }
+
+// isTransferPath reports whether path moves a file's bytes: a workspace's
+// files or archive, or a proxied blob.
+func isTransferPath(path string) bool {
+	if strings.HasPrefix(path, "/v1/blobs/") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(path, "/v1/workspaces/")
+	_, tail, _ := strings.Cut(rest, "/")
+	return ok && (strings.HasPrefix(tail, "files/") || tail == "archive")
+}
+
+// progressBody moves the read deadline on with each read.
+type progressBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	b.rc.SetReadDeadline(time.Now().Add(b.d))
+	return b.ReadCloser.Read(p)
+}
+
+// progressWriter moves the write deadline on with each write.
+type progressWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // securityHeaders sets the headers every answer carries.
 func securityHeaders(h http.Handler) http.Handler {

@@ -17,6 +17,7 @@ import (
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/gateway/relay"
 	"github.com/rodon-compute/rodon/internal/testenv"
+	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
 const (
@@ -88,7 +89,12 @@ type fixture struct {
 	// member ids: an editor and a viewer, targets of member writes;
 	// keyViewer a viewer key to delete.
 	editorID, viewerID, targetKey string
+	// rev is ws-main's first revision, holding data/a.txt (aText).
+	rev string
 }
+
+// aText is data/a.txt of ws-main's first revision.
+const aText = "hello, workspace\n"
 
 // cred is how a test request authenticates.
 type cred struct {
@@ -131,6 +137,13 @@ func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	f.editorID = f.account("target-editor@example.com", api.RoleEditor, nil)
 	f.viewerID = f.account("target-viewer@example.com", api.RoleViewer, nil)
 	_, f.targetKey = f.key(api.RoleViewer, nil)
+	// The first revision, written straight to the scheduler.
+	rev, err := f.sched.PutFile(t.Context(), wsMain, "data/a.txt", strings.NewReader(aText), int64(len(aText)),
+		client.WriteOptions{Author: api.Author{Kind: api.AuthorAccount, ID: "seed"}, Message: "seed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rev = rev.ID
 	f.put(kindSession, "sess-main", api.Session{ID: "sess-main", Workspace: wsMain, Title: "t", CreatedAt: now})
 
 	var op api.Operation

@@ -64,6 +64,18 @@ func (g *Gateway) routeTable() []route {
 		{pattern: "GET /v1/steps/{id}", least: api.RoleViewer, handle: g.handleStep},
 		{pattern: "GET /v1/steps/{id}/stream", least: api.RoleViewer, handle: g.handleStream},
 
+		{pattern: "GET /v1/library", least: api.RoleViewer, handle: g.handleLibrary},
+		{pattern: "GET /v1/workspaces/{id}/revisions", least: api.RoleViewer, handle: g.handleRevisions},
+		{pattern: "GET /v1/workspaces/{id}/revisions/{rev}", least: api.RoleViewer, handle: g.handleRevision},
+		{pattern: "GET /v1/workspaces/{id}/tree", least: api.RoleViewer, handle: g.handleTree},
+		{pattern: "GET /v1/workspaces/{id}/files/{path...}", least: api.RoleViewer, handle: g.handleGetFile},
+		{pattern: "PUT /v1/workspaces/{id}/files/{path...}", least: api.RoleEditor, action: "file.put", handle: g.handlePutFile},
+		{pattern: "DELETE /v1/workspaces/{id}/files/{path...}", least: api.RoleEditor, action: "file.delete", handle: g.handleDeleteFile},
+		{pattern: "POST /v1/workspaces/{id}/uploads", least: api.RoleEditor, action: "file.upload", handle: g.handleUploads},
+		{pattern: "GET /v1/workspaces/{id}/archive", least: api.RoleViewer, handle: g.handleArchive},
+		{pattern: "GET /v1/workspaces/{id}/diff", least: api.RoleViewer, handle: g.handleDiff},
+		{pattern: "POST /v1/workspaces/{id}/restore", least: api.RoleEditor, action: "workspace.restore", handle: g.handleRestore},
+
 		{pattern: "GET /v1/audit", least: api.RoleAdmin, org: true, handle: g.handleAudit},
 		{pattern: "POST /v1/audit/drop", least: api.RoleOwner, person: true, org: true, action: "audit.drop", handle: g.handleDropAudit},
 	}
@@ -75,11 +87,15 @@ func (g *Gateway) buildHandler() http.Handler {
 	for _, rt := range g.routes {
 		mux.Handle(rt.pattern, g.serveRoute(rt))
 	}
+	// The local store's blob URLs, for callers outside the cluster: no
+	// identity, the URL's signature is the authority (files_blobs.go).
+	mux.HandleFunc("GET /v1/blobs/{digest}", g.handleBlob)
+	mux.HandleFunc("PUT /v1/blobs/{digest}", g.handleBlob)
 	mux.HandleFunc("GET /healthz", g.handleHealth)
 	mux.Handle("GET /metrics", g.metrics.handler())
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) { httpapi.NoRoute(mux, w, r, "docs/GATEWAY.md") })
 	mux.Handle("/", g.pageHandler())
-	return securityHeaders(g.deadlines(g.metrics.instrument(mux)))
+	return securityHeaders(g.deadlines(g.metrics.instrument(refuseUncleanPaths(mux))))
 }
 
 // call is one API request on its way through a route.
@@ -96,6 +112,9 @@ type call struct {
 	auditCred           *api.CredentialRef
 	// audited is set by a handler that recorded the call itself.
 	audited bool
+	// ws, path and rev name what a write to a workspace's files changed,
+	// for the audit log.
+	auditWS, auditPath, auditRev string
 }
 
 // json writes v as the answer.
@@ -190,6 +209,7 @@ func (g *Gateway) auditDoc(c *call, action, result string) api.AuditDocument {
 	if c.auditWho != "" || c.auditCred != nil {
 		e.Who, e.Role, e.Credential = c.auditWho, c.auditRole, c.auditCred
 	}
+	e.Workspace, e.Path, e.Revision = c.auditWS, c.auditPath, c.auditRev
 	return e
 }
 

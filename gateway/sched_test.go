@@ -28,8 +28,8 @@ const (
 
 // testScheduler is the real scheduler (schedulertest, one member in
 // plaintext mode) the gateway's tests run against: store is its record
-// store and audit log, steps its step API, as the gateway sees them, with
-// what the tests count and inject.
+// store and audit log, steps its step API and its workspace API, as the
+// gateway sees them, with what the tests count and inject.
 type testScheduler struct {
 	c     *schedulertest.Cluster
 	store *testStore
@@ -293,6 +293,29 @@ func (s *testSteps) Exit(id string, code int) { s.agent.Exit(id, code) }
 func (s *testSteps) Fail(id, reason string) {
 	s.agent.Assigned(id)
 	s.agent.Fail(id, reason)
+}
+
+// ExitWithFiles reports the end of step id's process with code, having
+// changed its workspace by files (path -> content, "" removes) as a node
+// reports it; the scheduler commits the revision. It returns the step as
+// the scheduler then holds it (its Revision; a detached one, the step
+// failed, on a conflict).
+func (s *testSteps) ExitWithFiles(id string, code int, files map[string]string) cluster.Step {
+	return s.agent.ExitWithFiles(id, code, files)
+}
+
+// ExitWithTree is ExitWithFiles with symlinks too (path -> target).
+func (s *testSteps) ExitWithTree(id string, code int, files, links map[string]string) cluster.Step {
+	return s.agent.ExitWithTree(id, code, files, links)
+}
+
+// Submit submits step id ("true") in workspace ws straight to the
+// scheduler, as the driver does a run's.
+func (s *testSteps) Submit(t *testing.T, id, ws string) {
+	t.Helper()
+	if _, err := s.Client.SubmitStep(t.Context(), api.StepRequest{ID: id, Image: "base", Args: []string{"true"}, CPU: 1, MemoryBytes: 1 << 30, Workspace: ws}); err != nil {
+		t.Fatalf("SubmitStep(%s) = %v", id, err)
+	}
 }
 
 // ConfirmCancel reports the process of cancelled step id gone.

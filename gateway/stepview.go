@@ -31,7 +31,7 @@ func runStepView(rs runStepRecord, st *api.Step, known ...string) api.RunStep {
 	}
 	// st.Node is never copied; it is scrubbed wherever it appears.
 	known = append([]string{st.Node}, known...)
-	out.Reason, out.Cause = Scrub(st.Reason, known...), st.Cause
+	out.Reason, out.Cause, out.Revision = Scrub(st.Reason, known...), st.Cause, st.Revision
 	if st.Cancel != nil {
 		c := *st.Cancel
 		c.Unverified = Scrub(c.Unverified, known...)

@@ -140,3 +140,57 @@ func TestTimeoutSettings(t *testing.T) {
 		t.Errorf("max header bytes %d, want 64 KiB", maxHeaderBytes)
 	}
 }
+
+// trickle yields n chunks of data, every, then ends.
+type trickle struct {
+	n     int
+	every time.Duration
+}
+
+func (r *trickle) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(r.every)
+	r.n--
+	p[0] = 'x'
+	return 1, nil
+}
+
+// TestTransferDeadlines: a file upload that keeps making progress goes on
+// past the read timeout; one that stalls for it is cut.
+func TestTransferDeadlines(t *testing.T) {
+	f := newFixtureWith(t, func(c *Config) {
+		c.Timeouts = Timeouts{ReadHeader: time.Second, Read: 300 * time.Millisecond, Write: 300 * time.Millisecond, Idle: time.Second}
+	})
+	addr := serveFixture(t, f)
+	put := func(body io.Reader) (*http.Response, error) {
+		req, _ := http.NewRequest("PUT", "http://"+addr+"/v1/workspaces/ws-main/files/slow.txt", body)
+		req.Header.Set("Authorization", "Bearer "+f.creds["key-editor"].bearer)
+		return http.DefaultClient.Do(req)
+	}
+	res, err := put(&trickle{n: 8, every: 100 * time.Millisecond})
+	if err != nil || res.StatusCode != 201 {
+		t.Fatalf("PUT over 800ms making progress = %v, %v, want 201", res, err)
+	}
+	res.Body.Close()
+	w := f.do("viewer", "GET", "/v1/workspaces/ws-main/files/slow.txt", "", 200, nil)
+	if w.Body.String() != "xxxxxxxx" {
+		t.Errorf("slow.txt = %q, want 8 bytes", w.Body)
+	}
+	res, err = put(&trickle{n: 2, every: time.Second})
+	if err == nil {
+		res.Body.Close()
+		if res.StatusCode < 400 {
+			t.Errorf("PUT stalling 1s = %d, want it cut after the 300ms read timeout", res.StatusCode)
+		}
+	}
+	for path, want := range map[string]bool{
+		"/v1/workspaces/ws-a/files/x": true, "/v1/workspaces/ws-a/archive": true, "/v1/blobs/abc": true,
+		"/v1/workspaces/ws-a/tree": false, "/v1/workspaces": false,
+	} {
+		if got := isTransferPath(path); got != want {
+			t.Errorf("isTransferPath(%q) = %v, want %v", path, got, want)
+		}
+	}
+}

@@ -35,6 +35,9 @@ const (
 // WorkspacePath is where a step sees its workspace.
 const WorkspacePath = "/workspace"
 
+// LibraryPath is where a step sees its account library, read-only.
+const LibraryPath = "/library"
+
 // Spec returns the spec of the pod sandbox with the given id in the
 // containerd namespace ns: Hardened defaults, then opts in order.
 func Spec(ctx context.Context, ns, id string, opts ...SpecOpt) (*specs.Spec, error) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,6 +84,36 @@ func TestHardenedInvariants(t *testing.T) {
 	}
 	if s.Process.Cwd != WorkspacePath {
 		t.Errorf("Cwd = %q, want %q", s.Process.Cwd, WorkspacePath)
+	}
+}
+
+// TestLibraryReadOnly: the library is a read-only bind mount, and no
+// library is no mount.
+func TestLibraryReadOnly(t *testing.T) {
+	s, err := Spec(t.Context(), "rodon", "s-3", WithLibrary("/lib"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lib []string
+	for _, m := range s.Mounts {
+		if m.Destination == LibraryPath && m.Source == "/lib" {
+			lib = m.Options
+		}
+	}
+	if !slices.Contains(lib, "ro") || slices.Contains(lib, "rw") {
+		t.Errorf("library mount options %q, want read-only", lib)
+	}
+	s, err = Spec(t.Context(), "rodon", "s-4", WithLibrary(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range s.Mounts {
+		if m.Destination == LibraryPath {
+			t.Errorf("a library mount without a library: %+v", m)
+		}
+	}
+	if _, err := Spec(t.Context(), "rodon", "s-5", WithLibrary("lib")); err == nil {
+		t.Error("a relative library path was accepted")
 	}
 }
 

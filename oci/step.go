@@ -100,6 +100,25 @@ func WithWorkspace(dir string) SpecOpt {
 	}
 }
 
+// WithLibrary bind-mounts the host directory dir read-only at /library
+// (nothing if dir is empty): gVisor's gofer refuses every write to it.
+func WithLibrary(dir string) SpecOpt {
+	return func(ctx context.Context, cl ctroci.Client, c *containers.Container, s *ctroci.Spec) error {
+		if dir == "" {
+			return nil
+		}
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("library %q: not an absolute path", dir)
+		}
+		return ctroci.ApplyOpts(ctx, cl, c, s, ctroci.WithMounts([]specs.Mount{{
+			Destination: LibraryPath,
+			Type:        "bind",
+			Source:      dir,
+			Options:     []string{"rbind", "ro", "nosuid", "nodev"},
+		}}))
+	}
+}
+
 // WithNetNS runs the sandbox in the network namespace at path (made by
 // netpolicy). Without it the sandbox gets a new, empty namespace.
 func WithNetNS(path string) SpecOpt {

@@ -75,6 +75,30 @@ func (st *State) applyStepExit(idx uint64, c *cluster.StepExit) any {
 	e := event(c.At, cluster.EventExited, "%s", describeExit(r))
 	e.Exit = &api.ExitEvent{State: string(r.State), ExitCode: r.ExitCode, TerminatedBy: string(r.TerminatedBy), Cause: r.Cause}
 	s.AddEvent(e)
+	var res any
+	if c.Commit != nil {
+		// The revision is committed with the exit, or not at all: the
+		// exit applies either way (see ExitResult).
+		rev, err := st.commitExit(idx, s, c.Commit)
+		if err != nil {
+			res = &ExitResult{Refused: err}
+		} else {
+			s.Revision = rev.ID
+			alignFilesChanged(s, rev)
+		}
+	}
 	st.putStep(old, s)
-	return nil
+	return res
+}
+
+// commitExit commits the revision a step's exit carries.
+func (st *State) commitExit(idx uint64, s *cluster.Step, c *cluster.CommitRevision) (*cluster.Revision, error) {
+	if c.Revision.Step != string(s.ID) || c.Revision.Workspace != s.Spec.Workspace {
+		return nil, fmt.Errorf("step %s: its exit commits revision %s of step %q in workspace %q, not of the step's workspace %q: %w",
+			s.ID, c.Revision.ID, c.Revision.Step, c.Revision.Workspace, s.Spec.Workspace, ErrInvalid)
+	}
+	if err := checkRevision(c); err != nil {
+		return nil, err
+	}
+	return st.commitRevision(idx, c)
 }

@@ -58,6 +58,9 @@ func (st *State) applySubmitStep(idx uint64, c *cluster.SubmitStep) any {
 	if len(c.Spec.Env) > 0 || c.Spec.EnvError != "" {
 		return fmt.Errorf("step %s: plaintext environment values are never replicated: the leader seals them: %w", c.Step, ErrInvalid)
 	}
+	if c.Spec.WorkspaceAccess != nil || c.Spec.LibraryAccess != nil {
+		return fmt.Errorf("step %s: workspace URLs are never replicated: members make them for assignments: %w", c.Step, ErrInvalid)
+	}
 	if _, ok := st.steps[c.Step]; ok {
 		return fmt.Errorf("step %s: %w", c.Step, ErrExists)
 	}
@@ -215,6 +218,9 @@ func (st *State) applyStepEvents(idx uint64, c *cluster.StepEvents) any {
 			e.Message = fmt.Sprintf("attempt %d: %s", c.Attempt, e.Message)
 		}
 		s.AddEvent(e)
+	}
+	if r := st.ws.revisions[s.Revision]; r != nil {
+		alignFilesChanged(s, r)
 	}
 	s.ModifyIndex = idx
 	st.putStep(old, s)

@@ -107,6 +107,23 @@ var accessTable = map[string]access{
 	"POST /v1/agent/steps/{id}/events":           {roles: agents, own: ownStep, action: "report a step's events"},
 	"POST /v1/agent/steps/{id}/exit":             {roles: agents, own: ownStep, action: "report a step's exit"},
 	"POST /v1/agent/steps/{id}/cancel-confirmed": {roles: agents, own: ownStep, action: "confirm a step's cancel"},
+	// The handler checks the body's node (too large a body to peek at).
+	"POST /v1/agent/uploads": {roles: agents, action: "upload a step's workspace"},
+
+	// The workspace API (http_workspaces.go); the blob routes of the
+	// local store need no identity: their signature is the authority.
+	"GET /v1/workspaces/{id}/revisions":          {roles: clients, action: "list a workspace's revisions"},
+	"GET /v1/workspaces/{id}/revisions/{rev}":    {roles: clients, action: "read a revision"},
+	"GET /v1/workspaces/{id}/tree":               {roles: clients, action: "read a workspace's tree"},
+	"GET /v1/workspaces/{id}/files/{path...}":    {roles: clients, action: "read a workspace file"},
+	"PUT /v1/workspaces/{id}/files/{path...}":    {roles: clients, action: "write a workspace file"},
+	"DELETE /v1/workspaces/{id}/files/{path...}": {roles: clients, action: "delete a workspace file"},
+	"POST /v1/workspaces/{id}/uploads":           {roles: clients, action: "upload workspace files"},
+	"GET /v1/workspaces/{id}/archive":            {roles: clients, action: "download a workspace"},
+	"GET /v1/workspaces/{id}/diff":               {roles: clients, action: "compare revisions"},
+	"POST /v1/workspaces/{id}/restore":           {roles: clients, action: "restore a revision"},
+	"GET /v1/blobs/{digest}":                     {anyone: true, action: "read a blob"},
+	"PUT /v1/blobs/{digest}":                     {anyone: true, action: "write a blob"},
 
 	"GET /v1/records/{kind}":         {roles: gateways, action: "list records"},
 	"GET /v1/records/{kind}/{id}":    {roles: gateways, action: "read a record"},

@@ -128,6 +128,27 @@ var matrixRows = map[string][]matrixCase{
 		{name: "step of another node", path: fixedPath("/v1/agent/steps/s2/cancel-confirmed"), body: fixedPath(`{"node":"n1","attempt":1}`)},
 	},
 
+	"POST /v1/agent/uploads": {
+		{path: fixedPath("/v1/agent/uploads"), body: fixedPath(`{"step":"s1","node":"n1","attempt":1,"blobs":[]}`), allow: agentN1, ok: 409},
+		{name: "another node", path: fixedPath("/v1/agent/uploads"), body: fixedPath(`{"step":"s2","node":"n2","attempt":1,"blobs":[]}`),
+			allow: []string{"agent/n2"}, ok: 409},
+		{name: "step of another node", path: fixedPath("/v1/agent/uploads"), body: fixedPath(`{"step":"s2","node":"n1","attempt":1,"blobs":[]}`)},
+	},
+
+	"GET /v1/workspaces/{id}/revisions":          {{path: fixedPath("/v1/workspaces/ws-m/revisions"), allow: clientIDs, ok: 200}},
+	"GET /v1/workspaces/{id}/revisions/{rev}":    {{path: fixedPath("/v1/workspaces/ws-m/revisions/rev-none"), allow: clientIDs, ok: 404}},
+	"GET /v1/workspaces/{id}/tree":               {{path: fixedPath("/v1/workspaces/ws-m/tree"), allow: clientIDs, ok: 200}},
+	"GET /v1/workspaces/{id}/files/{path...}":    {{path: fixedPath("/v1/workspaces/ws-m/files/none.txt"), allow: clientIDs, ok: 404}},
+	"PUT /v1/workspaces/{id}/files/{path...}":    {{path: fixedPath("/v1/workspaces/ws-m/files/a.txt"), body: fixedPath(`{"a":1}`), allow: clientIDs, ok: 201}},
+	"DELETE /v1/workspaces/{id}/files/{path...}": {{path: fixedPath("/v1/workspaces/ws-m/files/none.txt"), allow: clientIDs, ok: 404}},
+	"POST /v1/workspaces/{id}/uploads": {{path: fixedPath("/v1/workspaces/ws-m/uploads"), allow: clientIDs, ok: 200,
+		body: fixedPath(`{"files":[{"path":"b.txt","sha256":"` + digestOf([]byte("b")) + `","size":1}]}`)}},
+	"GET /v1/workspaces/{id}/archive":  {{path: fixedPath("/v1/workspaces/ws-m/archive"), allow: clientIDs, ok: 200}},
+	"GET /v1/workspaces/{id}/diff":     {{path: fixedPath("/v1/workspaces/ws-m/diff"), allow: clientIDs, ok: 200}},
+	"POST /v1/workspaces/{id}/restore": {{path: fixedPath("/v1/workspaces/ws-m/restore"), body: fixedPath(`{"rev":"rev-none"}`), allow: clientIDs, ok: 404}},
+	"GET /v1/blobs/{digest}":           {{path: fixedPath("/v1/blobs/" + digestOf([]byte("b"))), allow: anyone, ok: 403}},
+	"PUT /v1/blobs/{digest}":           {{path: fixedPath("/v1/blobs/" + digestOf([]byte("b"))), body: fixedPath("b"), allow: anyone, ok: 403}},
+
 	"GET /v1/agent/platform": {{path: fixedPath("/v1/agent/platform"), allow: []string{"agent/n1", "agent/n2"}, ok: 200}},
 
 	"GET /v1/records/{kind}":         {{path: fixedPath("/v1/records/users"), allow: gatewayOnly, ok: 200}},

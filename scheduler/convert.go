@@ -38,6 +38,8 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 		WorkspaceBytes: lim.WorkspaceBytes,
 		OutputBytes:    lim.OutputBytes,
 		Workspace:      req.Workspace,
+		BaseRevision:   req.BaseRevision,
+		Library:        req.Library,
 		NoInternet:     req.NoInternet,
 		TTY:            req.TTY,
 		Idempotent:     req.Idempotent,
@@ -48,10 +50,8 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 			return cluster.StepSpec{}, badRequest("field \"node\": %v", err)
 		}
 	}
-	if req.Workspace != "" {
-		if err := cluster.ValidateWorkspaceName(req.Workspace); err != nil {
-			return cluster.StepSpec{}, badRequest("field \"workspace\": %v", err)
-		}
+	if err := checkWorkspaceFields(req); err != nil {
+		return cluster.StepSpec{}, err
 	}
 	if err := spec.Validate(); err != nil {
 		return cluster.StepSpec{}, badRequest("invalid step: %v", err)
@@ -62,6 +62,31 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 		}
 	}
 	return spec, nil
+}
+
+// checkWorkspaceFields checks the workspace, base revision and library of
+// a step request by their grammar; the leader checks the base against the
+// workspace's revisions (resolveBase).
+func checkWorkspaceFields(req api.StepRequest) error {
+	if req.Workspace != "" {
+		if err := cluster.ValidateWorkspaceID(req.Workspace); err != nil {
+			return badRequest("field \"workspace\": %v", err)
+		}
+	}
+	if req.BaseRevision != "" {
+		if req.Workspace == "" {
+			return badRequest("field \"base_revision\": %s names a revision of no workspace: set \"workspace\" too", req.BaseRevision)
+		}
+		if err := cluster.ValidateRevisionID(req.BaseRevision); err != nil {
+			return badRequest("field \"base_revision\": %v", err)
+		}
+	}
+	if req.Library != "" {
+		if err := cluster.ValidateWorkspaceID(req.Library); err != nil {
+			return badRequest("field \"library\": %v", err)
+		}
+	}
+	return nil
 }
 
 // limitsOf returns the limits a step request asks for, each zero one set
@@ -108,6 +133,8 @@ func requestOf(spec cluster.StepSpec) api.StepRequest {
 		WorkspaceBytes: lim.WorkspaceBytes,
 		OutputBytes:    lim.OutputBytes,
 		Workspace:      spec.Workspace,
+		BaseRevision:   spec.BaseRevision,
+		Library:        spec.Library,
 		NoInternet:     spec.NoInternet,
 		TTY:            spec.TTY,
 		Idempotent:     spec.Idempotent,
@@ -131,6 +158,7 @@ func apiStep(s cluster.Step) api.Step {
 		Cause:        s.Cause,
 		Unplaceable:  apiUnplaceable(s.Unplaceable),
 		EndedAt:      s.EndedAt,
+		Revision:     s.Revision,
 		Spec:         requestOf(s.Spec),
 		CreateIndex:  s.CreateIndex,
 		ModifyIndex:  s.ModifyIndex,

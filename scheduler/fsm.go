@@ -33,7 +33,7 @@ func (f *FSM) State() *State { return f.st }
 
 // Apply applies one log entry, [type byte][JSON command], and returns nil,
 // a result (*cluster.HeartbeatResult, *Record, *AuditEntry, *CompactResult,
-// *AuditDropResult) or a business
+// *AuditDropResult, *cluster.Revision, *ExitResult) or a business
 // error (an error value: the command was logged but changed nothing). An
 // unknown type without cluster.IgnorableFlag, or a payload that does not
 // decode, panics: the log is corrupt or this member is older than the
@@ -97,6 +97,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyAuditAppend(idx, decode[AuditAppend](l))
 	case cluster.CmdAuditDrop:
 		return st.applyAuditDrop(idx, decode[AuditDrop](l))
+	case cluster.CmdCommitRevision:
+		return st.applyCommitRevision(idx, decode[cluster.CommitRevision](l))
 	default:
 		if t.Ignorable() {
 			f.logger.Warn("skipping unknown ignorable log entry", "type", uint8(t), "index", idx)

@@ -53,6 +53,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/agent/steps/{id}/events", s.write(s.handleEvents))
 	mux.HandleFunc("POST /v1/agent/steps/{id}/exit", s.write(s.handleExit))
 	mux.HandleFunc("POST /v1/agent/steps/{id}/cancel-confirmed", s.write(s.handleConfirmCancel))
+	mux.HandleFunc("POST /v1/agent/uploads", s.read(s.handleUploads))
+	s.workspaceRoutes(mux)
 
 	mux.HandleFunc("GET /v1/records/{kind}", s.read(s.handleRecords))
 	mux.HandleFunc("GET /v1/records/{kind}/{id}", s.read(s.handleRecord))
@@ -213,7 +215,7 @@ func errorOf(err error) *httpError {
 	case errors.Is(err, ErrInvalid):
 		return badRequest("%s", strings.TrimSuffix(err.Error(), ": "+ErrInvalid.Error()))
 	case errors.Is(err, ErrExists), errors.Is(err, ErrTerminal), errors.Is(err, ErrTransition),
-		errors.Is(err, ErrStale), errors.Is(err, ErrUnavailable), errors.Is(err, ErrVersionMismatch):
+		errors.Is(err, ErrStale), errors.Is(err, ErrUnavailable), errors.Is(err, ErrVersionMismatch), errors.Is(err, ErrHeadMoved):
 		return conflict("%s", err.Error())
 	case errors.As(err, &nl):
 		return noLeader("%s", err.Error())

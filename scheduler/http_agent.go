@@ -125,7 +125,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error
 		if index == 0 || st.AssignmentsIndex(node) > index || wait == 0 || ctx.Err() != nil {
 			steps := st.Assignments(node)
 			for i := range steps {
-				steps[i] = s.openEnv(steps[i])
+				steps[i] = s.openWorkspace(r.Context(), s.openEnv(steps[i]))
 			}
 			writeIndexed(w, http.StatusOK, idx, assignmentsAnswer{Index: idx, Steps: steps})
 			return nil
@@ -231,6 +231,9 @@ func (s *Server) handleExit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	c.At = s.now()
+	if c.Record.Workspace != nil {
+		return s.exitWithWorkspace(w, r, c)
+	}
 	return s.applyReport(w, r, c)
 }
 
@@ -255,11 +258,7 @@ func (s *Server) applyReport(w http.ResponseWriter, r *http.Request, c cluster.C
 	if _, err := s.raft.Apply(r.Context(), c); err != nil {
 		return err
 	}
-	idx := s.fsm.State().Index()
-	writeIndexed(w, http.StatusOK, idx, struct {
-		Index uint64 `json:"index"`
-	}{idx})
-	return nil
+	return s.answerIndex(w)
 }
 
 // trimInvalid drops the ErrInvalid suffix of a validation error.

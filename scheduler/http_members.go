@@ -149,6 +149,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.logger.Info("member joined", "peer", req.ID, "raft_address", req.RaftAddress, "http_address", req.HTTPAddress)
+	s.warnLocalStore()
 	writeJSON(w, http.StatusOK, api.Member{ID: req.ID, Address: req.RaftAddress, HTTPAddress: req.HTTPAddress, Voter: true})
 	return nil
 }

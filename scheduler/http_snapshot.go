@@ -34,6 +34,9 @@ func decodeSnapshotDocument(w http.ResponseWriter, r *http.Request) (snapshotDat
 		if s == nil {
 			return d, badRequest("field \"steps[%d]\": null", i)
 		}
+		if s.Spec.WorkspaceAccess != nil || s.Spec.LibraryAccess != nil {
+			return d, badRequest("field \"steps[%d].spec.workspace_access\": workspace URLs are made for assignments and never replicated", i)
+		}
 		if len(s.Spec.Env) > 0 || s.Spec.EnvError != "" {
 			return d, badRequest("field \"steps[%d].spec.env\": plaintext environment values are never replicated: "+
 				"restore a document of GET /v1/snapshot, whose values are sealed (spec.sealed_env)", i)
@@ -43,11 +46,12 @@ func decodeSnapshotDocument(w http.ResponseWriter, r *http.Request) (snapshotDat
 }
 
 // handleRestore replaces the nodes and steps with those of a snapshot
-// document. The document's member records, records and audit entries are
-// not restored: the record store and the audit log stay as they are, since
-// bringing back old records would revive revoked keys and sessions and move
-// record versions back (breaking compare-and-set), and the audit log is
-// never rewritten.
+// document. The document's member records, records, workspaces and audit
+// entries are not restored: the record store, the workspaces and the
+// audit log stay as they are, since bringing back old records would
+// revive revoked keys and sessions and move record versions and workspace
+// heads back (breaking compare-and-set), and the audit log is never
+// rewritten.
 func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) error {
 	d, err := decodeSnapshotDocument(w, r)
 	if err != nil {

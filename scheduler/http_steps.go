@@ -44,6 +44,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) error {
 	if id == "" {
 		id = newStepID()
 	}
+	if err := s.resolveBase(&spec); err != nil {
+		return err
+	}
 	// Sealed here, before the log: see env.go.
 	if spec.SealedEnv, err = s.sealEnv(id, req); err != nil {
 		return err

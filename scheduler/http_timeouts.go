@@ -21,7 +21,8 @@ type HTTPTimeouts struct {
 	// MaxWait more.
 	Request time.Duration
 	// Snapshot bounds the exchange of GET /v1/snapshot and POST
-	// /v1/snapshot/restore, whose documents may be 256 MiB
+	// /v1/snapshot/restore, whose documents may be 256 MiB, and of the
+	// routes that move a workspace's bytes (files, archive, diff, blobs)
 	// (--snapshot-timeout).
 	Snapshot time.Duration
 	// Idle bounds how long a kept-alive connection waits for its next
@@ -58,7 +59,10 @@ func (s *Server) routeTimeout(pattern string, r *http.Request) time.Duration {
 		if r.URL.Query().Has("index") {
 			return s.cfg.MaxWait + t.Request
 		}
-	case "GET /v1/snapshot", "POST /v1/snapshot/restore":
+	case "GET /v1/snapshot", "POST /v1/snapshot/restore",
+		"GET /v1/workspaces/{id}/files/{path...}", "PUT /v1/workspaces/{id}/files/{path...}",
+		"GET /v1/workspaces/{id}/archive", "GET /v1/workspaces/{id}/diff",
+		"GET /v1/blobs/{digest}", "PUT /v1/blobs/{digest}":
 		return t.Snapshot
 	}
 	return t.Request

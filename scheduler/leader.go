@@ -32,6 +32,7 @@ func (s *Server) watchLeadership(ctx context.Context) error {
 		case leading && stop == nil:
 			s.logger.Info("leadership gained: starting leader loops")
 			stop = s.lead(ctx)
+			s.warnLocalStore()
 		case !leading && stop != nil:
 			s.logger.Info("leadership lost: stopping leader loops")
 			stop()

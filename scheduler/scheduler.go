@@ -45,4 +45,7 @@ var (
 	// ErrVersionMismatch: a put or delete of a record named a version
 	// other than the record's current one (compare-and-set failed).
 	ErrVersionMismatch = errors.New("version mismatch: read the record again and retry")
+	// ErrHeadMoved: a revision's commit expected a head the workspace no
+	// longer has (compare-and-set failed); the leader computes it again.
+	ErrHeadMoved = errors.New("the workspace's head moved")
 )

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/blob"
 	"github.com/rodon-compute/rodon/internal/envseal"
 	"github.com/rodon-compute/rodon/internal/pki"
 )
@@ -84,6 +85,14 @@ type Config struct {
 	// Nil makes New generate an ephemeral key, which it logs: fit only for
 	// a single member whose steps do not outlive it.
 	EnvKey *envseal.Key
+	// BlobStore is the URL of the blob store of the workspaces' contents
+	// (--blob-store, blob.Open: local, local:///PATH or s3://...), which
+	// New opens: only the scheduler holds one. A local store's URLs point
+	// at this member's HTTPAddr, where it serves them (/v1/blobs/). Empty:
+	// no store; the workspace routes answer 503.
+	BlobStore string
+	// Blobs, if set, is the store in place of BlobStore's (tests).
+	Blobs blob.Store
 	// Testing is what tests inject in place of the real thing; its zero
 	// value is what `scheduler serve` runs.
 	Testing Testing
@@ -135,6 +144,7 @@ func DefaultConfig() Config {
 		HTTP:            DefaultHTTPTimeouts(),
 		ShutdownTimeout: 10 * time.Second,
 		Raft:            DefaultRaftConfig(),
+		BlobStore:       "local",
 	}
 }
 
@@ -155,6 +165,12 @@ type Server struct {
 	fwd *http.Client
 	// envKey seals and opens step environment values (env.go).
 	envKey *envseal.Key
+	// blobs is cfg.Blobs; manifests caches parsed manifests; wsLocks
+	// serialises each workspace's commits while this member leads.
+	blobs     blob.Store
+	ownBlobs  bool
+	manifests *manifestCache
+	wsLocks   workspaceLocks
 	// now is the leader's clock; tests may replace it before Run.
 	now func() time.Time
 	// loops counts the leader loops running.
@@ -213,11 +229,29 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		logger.Warn("no env key given: sealing step environment values with an ephemeral key; "+
 			"another member, or this one after a restart, cannot open them (pass --env-key)", "member", cfg.ID)
 	}
+	blobs, ownBlobs := cfg.Blobs, false
+	if blobs == nil && cfg.BlobStore != "" {
+		scheme := "https"
+		if cfg.TLS == nil {
+			scheme = "http"
+		}
+		// An S3 store's bucket is looked up (and made) here: bounded.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var err error
+		if blobs, err = blob.Open(ctx, cfg.BlobStore, cfg.DataDir, scheme+"://"+cfg.HTTPAddr, logger); err != nil {
+			return nil, fmt.Errorf("scheduler: --blob-store %s: %w", cfg.BlobStore, err)
+		}
+		ownBlobs = true
+	}
 	rc := cfg.Raft
 	rc.ID, rc.DataDir, rc.Addr, rc.Bootstrap, rc.TLS = cfg.ID, cfg.DataDir, cfg.RaftAddr, cfg.Bootstrap, cfg.TLS
 	fsm := NewFSM(logger.With("member", cfg.ID))
 	r, err := NewRaft(rc, fsm, logger, cfg.Testing.Raft) // it adds the member itself
 	if err != nil {
+		if ownBlobs {
+			blobs.Close()
+		}
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
 	s := &Server{
@@ -228,6 +262,10 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		fwd:    &http.Client{Transport: memberTransport(cfg.TLS)},
 		envKey: envKey,
 		now:    func() time.Time { return time.Now().UTC() },
+
+		blobs:     blobs,
+		ownBlobs:  ownBlobs,
+		manifests: newManifestCache(manifestCacheEntries),
 	}
 	if cfg.Testing.Now != nil {
 		s.now = cfg.Testing.Now
@@ -343,6 +381,9 @@ func (s *Server) Run(ctx context.Context) error {
 		err = rerr
 	}
 	s.fwd.CloseIdleConnections()
+	if s.ownBlobs {
+		s.blobs.Close()
+	}
 	s.logger.Info("scheduler member stopped")
 	return err
 }

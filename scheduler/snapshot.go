@@ -32,6 +32,11 @@ type snapshotData struct {
 	// Gateways are the gateways' address records, sorted by name (absent
 	// from snapshots taken before they existed, and when empty).
 	Gateways []*cluster.Gateway `json:"gateways,omitempty"`
+	// Workspaces and Revisions are the workspaces of the store and every
+	// revision, detached ones included, sorted by id (absent from
+	// snapshots taken before they existed, and when empty).
+	Workspaces []*cluster.Workspace `json:"workspaces,omitempty"`
+	Revisions  []*cluster.Revision  `json:"revisions,omitempty"`
 }
 
 // fsmSnapshot holds pointers to the records as they were when it was taken;
@@ -70,6 +75,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	// changes, and its capacity keeps appends out of it.
 	d.Audit = st.audit[:len(st.audit):len(st.audit)]
 	d.Gateways = st.snapshotGateways()
+	d.Workspaces, d.Revisions = st.snapshotWorkspaces()
 	return &fsmSnapshot{data: d}, nil
 }
 
@@ -91,6 +97,8 @@ func (d *snapshotData) sort() {
 	slices.SortFunc(d.Steps, func(a, b *cluster.Step) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(d.Members, func(a, b *cluster.Member) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(d.Records, func(a, b *Record) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(d.Workspaces, func(a, b *cluster.Workspace) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(d.Revisions, func(a, b *cluster.Revision) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // document returns the state as the document a snapshot persists, with
@@ -134,6 +142,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for _, g := range d.Gateways {
 		fresh.gateways[g.Name] = g
 	}
+	for _, w := range d.Workspaces {
+		fresh.ws.workspaces[w.ID] = w
+	}
+	for _, r := range d.Revisions {
+		fresh.ws.putRevision(r)
+	}
 	slices.SortFunc(fresh.audit, func(a, b *AuditEntry) int { return cmp.Compare(a.Seq, b.Seq) })
 	st := f.st
 	st.mu.Lock()
@@ -142,6 +156,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	st.members = fresh.members
 	st.records, st.recordOrder, st.audit = fresh.records, fresh.recordOrder, fresh.audit
 	st.gateways = fresh.gateways
+	st.ws = fresh.ws
 	st.reset = max(st.index, d.Index)
 	st.advance(d.Index)
 	return nil

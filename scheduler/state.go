@@ -50,6 +50,9 @@ type State struct {
 	audit []*AuditEntry
 	// gateways holds the gateways' address records, by name.
 	gateways map[string]*cluster.Gateway
+	// ws holds the workspaces of the store and their revisions
+	// (ws_state.go).
+	ws wsState
 }
 
 func newState() *State {
@@ -68,6 +71,7 @@ func newState() *State {
 		records:     make(map[string]map[string]*Record),
 		recordOrder: make(map[string]*recordTree),
 		gateways:    make(map[string]*cluster.Gateway),
+		ws:          newWSState(),
 	}
 }
 

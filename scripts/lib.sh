@@ -9,6 +9,8 @@ CONTAINERD_MODULE=github.com/containerd/containerd/v2
 CONTAINERD_VERSION=v2.4.2
 GVISOR_MODULE=gvisor.dev/gvisor
 GVISOR_VERSION=v0.0.0-20260527191743-a81fd9dd382e
+SEAWEEDFS_MODULE=github.com/seaweedfs/seaweedfs
+SEAWEEDFS_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 
 # Rodon's own containerd.
 RODON_CONTAINERD_CONFIG=/etc/rodon/containerd.toml

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd"
+	"github.com/rodon-compute/rodon/agentd/blobcache"
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/cli"
@@ -23,16 +24,16 @@ import (
 // serveFlags are the flags of `agentd serve`.
 type serveFlags struct {
 	runtimeFlags
-	schedulers    string
-	nodeID        string
-	listen        string
-	cpu           float64
-	memory        string
-	workspaceRoot string
-	retention     time.Duration
-	logBudget     sizeFlag
-	heartbeat     time.Duration
-	tls           cli.TLSFlags
+	schedulers string
+	nodeID     string
+	listen     string
+	cpu        float64
+	memory     string
+	blobCache  sizeFlag
+	retention  time.Duration
+	logBudget  sizeFlag
+	heartbeat  time.Duration
+	tls        cli.TLSFlags
 	// The node's maxima of step limits (cluster.Limits).
 	maxPids      int64
 	maxTimeout   time.Duration
@@ -116,7 +117,8 @@ func registerServeFlags(fs *flag.FlagSet, f *serveFlags) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7200", "IP:PORT to serve step streams on (told to the scheduler)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU cores offered to steps (default: all)")
 	fs.StringVar(&f.memory, "memory", "", "memory offered to steps, such as 8g (default: all but 1 GiB)")
-	fs.StringVar(&f.workspaceRoot, "workspace-root", "", "directory of the workspaces steps name (default: DATA-DIR/workspace-store)")
+	f.blobCache = blobcache.DefaultMaxBytes
+	fs.Var(&f.blobCache, "blob-cache-size", "`SIZE` the node's cache of workspace blobs (DATA-DIR/blob-cache) may take; past it the least recently used go")
 	fs.DurationVar(&f.retention, "log-retention", logstore.DefaultRetention, "how long a finished step's output is kept on the node")
 	f.logBudget = logstore.DefaultBudget
 	fs.Var(&f.logBudget, "log-budget", "`SIZE` all steps' output logs may take together on disk; past it the oldest finished ones go before their retention ends")
@@ -164,10 +166,10 @@ func (f *serveFlags) agentConfig() (agentd.AgentConfig, []string, error) {
 		return cfg, nil, fmt.Errorf("%w: --heartbeat %v: must be positive", cli.ErrUsage, f.heartbeat)
 	}
 	cfg.Heartbeat = f.heartbeat
-	cfg.WorkspaceRoot = f.workspaceRoot
-	if cfg.WorkspaceRoot == "" {
-		cfg.WorkspaceRoot = filepath.Join(f.dataDir, "workspace-store")
+	if f.blobCache <= 0 {
+		return cfg, nil, fmt.Errorf("%w: --blob-cache-size %s: must be positive", cli.ErrUsage, f.blobCache.String())
 	}
+	cfg.BlobCacheBytes = int64(f.blobCache)
 	if f.retention <= 0 {
 		return cfg, nil, fmt.Errorf("%w: --log-retention %v: must be positive", cli.ErrUsage, f.retention)
 	}

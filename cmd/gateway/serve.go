@@ -15,6 +15,7 @@ import (
 	"github.com/rodon-compute/rodon/gateway"
 	"github.com/rodon-compute/rodon/gateway/relay"
 	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/size"
 	"github.com/rodon-compute/rodon/web"
 )
 
@@ -41,13 +42,28 @@ type settings struct {
 	runRetention        time.Duration
 	maintenanceInterval time.Duration
 	streamRecheck       time.Duration
+	maxFileSize         sizeFlag
+}
+
+// sizeFlag is a byte size flag ("512Mi", "1GiB"; internal/size).
+type sizeFlag int64
+
+func (s *sizeFlag) String() string { return size.Format(int64(*s)) }
+
+func (s *sizeFlag) Set(v string) error {
+	n, err := size.Parse(v)
+	if err != nil {
+		return err
+	}
+	*s = sizeFlag(n)
+	return nil
 }
 
 // defaultSettings are the flags' defaults.
 func defaultSettings() settings {
 	d := gateway.DefaultConfig()
 	return settings{quotas: d.Quotas, signIn: d.SignIn, timeouts: d.Timeouts, runRetention: d.RunRetention,
-		maintenanceInterval: d.MaintenanceInterval, streamRecheck: relay.DefaultConfig().Recheck}
+		maintenanceInterval: d.MaintenanceInterval, streamRecheck: relay.DefaultConfig().Recheck, maxFileSize: sizeFlag(d.MaxFileSize)}
 }
 
 // Bounds of the maintenance interval.
@@ -80,13 +96,16 @@ func (s *settings) register(fs *flag.FlagSet) {
 		fmt.Sprintf("password checks (argon2id, 19 MiB each) running at once over all clients (1-%d); past it a sign-in waits up to 2s, then 503", ml.Hashing))
 	t, mt := &s.timeouts, gateway.MaxTimeouts
 	fs.DurationVar(&t.ReadHeader, "http-read-header-timeout", t.ReadHeader, fmt.Sprintf("time to read a request's headers (at most %v)", mt.ReadHeader))
-	fs.DurationVar(&t.Read, "http-read-timeout", t.Read, fmt.Sprintf("time to read a request's body, streams excepted (at most %v)", mt.Read))
-	fs.DurationVar(&t.Write, "http-write-timeout", t.Write, fmt.Sprintf("time to write an answer, streams excepted (at most %v)", mt.Write))
+	fs.DurationVar(&t.Read, "http-read-timeout", t.Read, fmt.Sprintf("time to read a request's body, streams excepted; a file transfer's, between two reads (at most %v)", mt.Read))
+	fs.DurationVar(&t.Write, "http-write-timeout", t.Write, fmt.Sprintf("time to write an answer, streams excepted; a file transfer's, between two writes (at most %v)", mt.Write))
 	fs.DurationVar(&t.Idle, "http-idle-timeout", t.Idle, fmt.Sprintf("how long a kept-alive connection waits for its next request (at most %v)", mt.Idle))
 	fs.DurationVar(&s.runRetention, "run-retention", s.runRetention,
 		fmt.Sprintf("how long run records are kept after the run started (%v-%v; a run not settled is kept until it is)", gateway.MinRunRetention, gateway.MaxRunRetention))
 	fs.DurationVar(&s.maintenanceInterval, "maintenance-interval", s.maintenanceInterval,
 		fmt.Sprintf("how often the maintenance pass runs: retention, expired sign-ins, quota counters (%v-%v)", minMaintenanceInterval, maxMaintenanceInterval))
+	fs.Var(&s.maxFileSize, "max-file-size",
+		fmt.Sprintf("largest file one write through the gateway may carry: PUT files, an upload's file, a proxied blob (1 byte to %s); "+
+			"more is refused with 413", size.Format(gateway.MaxMaxFileSize)))
 	fs.DurationVar(&s.streamRecheck, "stream-recheck", s.streamRecheck,
 		fmt.Sprintf("how often an open stream's caller is authorized again: a deleted or changed member's stream closes within it (at most %v)", relay.MaxRecheck))
 }
@@ -103,6 +122,8 @@ func (s *settings) check() error {
 		return fmt.Errorf("%w: --run-retention %v: want %v to %v", cli.ErrUsage, s.runRetention, gateway.MinRunRetention, gateway.MaxRunRetention)
 	case s.maintenanceInterval < minMaintenanceInterval || s.maintenanceInterval > maxMaintenanceInterval:
 		return fmt.Errorf("%w: --maintenance-interval %v: want %v to %v", cli.ErrUsage, s.maintenanceInterval, minMaintenanceInterval, maxMaintenanceInterval)
+	case s.maxFileSize <= 0 || s.maxFileSize > gateway.MaxMaxFileSize:
+		return fmt.Errorf("%w: --max-file-size %s: want 1 byte to %s", cli.ErrUsage, s.maxFileSize.String(), size.Format(gateway.MaxMaxFileSize))
 	case s.streamRecheck <= 0 || s.streamRecheck > relay.MaxRecheck:
 		return fmt.Errorf("%w: --stream-recheck %v: want more than 0 and at most %v", cli.ErrUsage, s.streamRecheck, relay.MaxRecheck)
 	}
@@ -148,6 +169,7 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *gateway.Publi
 	}
 	st := f.settings
 	c.Quotas, c.SignIn, c.Timeouts, c.RunRetention, c.MaintenanceInterval = st.quotas, st.signIn, st.timeouts, st.runRetention, st.maintenanceInterval
+	c.MaxFileSize = int64(st.maxFileSize)
 	var pub *gateway.PublicCert
 	switch {
 	case f.httpsCert != "" && f.httpsKey == "":

@@ -28,7 +28,7 @@ func TestGrammar(t *testing.T) {
 		grammartest.Run(t, grammartest.Entry{
 			grammartest.Size:   func(_ *testing.T, s string) (int64, error) { return request("--memory=" + s) },
 			grammartest.StepID: func(_ *testing.T, s string) (int64, error) { _, err := request("--id=" + s); return 0, err },
-			grammartest.WorkspaceName: func(_ *testing.T, s string) (int64, error) {
+			grammartest.WorkspaceID: func(_ *testing.T, s string) (int64, error) {
 				_, err := request("--workspace=" + s)
 				return 0, err
 			},

@@ -44,6 +44,7 @@ type runCmd struct {
 	noInternet    bool
 	env           icli.EnvFlag
 	workspace     string
+	baseRevision  string
 	tty           bool
 	idempotent    bool
 }
@@ -54,7 +55,7 @@ func (*runCmd) takesArgv()         {}
 func (*runCmd) handlesInterrupts() {}
 
 func (*runCmd) synopsis() string {
-	return "run [--image NAME] [--cpu N] [--memory SIZE] [--timeout D] [--pids N] [--workspace-size SIZE] [--output-cap SIZE] [--no-internet] [--env K=V]... [--workspace DIR] [--tty] [--idempotent] [--id ID] -- ARGV..."
+	return "run [--image NAME] [--cpu N] [--memory SIZE] [--timeout D] [--pids N] [--workspace-size SIZE] [--output-cap SIZE] [--no-internet] [--env K=V]... [--workspace ws-ID [--base-revision rev-ID]] [--tty] [--idempotent] [--id ID] -- ARGV..."
 }
 
 func (r *runCmd) flags(fs *flag.FlagSet) {
@@ -70,7 +71,8 @@ func (r *runCmd) flags(fs *flag.FlagSet) {
 		fmtSize(def.OutputBytes), fmtSize(hi.OutputBytes)))
 	fs.BoolVar(&r.noInternet, "no-internet", false, "deny all network access")
 	fs.Var(&r.env, "env", "environment variable K=V (repeatable)")
-	fs.StringVar(&r.workspace, "workspace", "", "name of the workspace (under the node's --workspace-root) the step sees a copy of at /workspace")
+	fs.StringVar(&r.workspace, "workspace", "", "a workspace of the store (ws-...): the step sees a copy of its head (or of --base-revision) at /workspace, and its changes become a revision")
+	fs.StringVar(&r.baseRevision, "base-revision", "", "the revision of --workspace the step starts from (rev-...; default: the head)")
 	fs.BoolVar(&r.tty, "tty", false, "give the step a terminal")
 	fs.BoolVar(&r.idempotent, "idempotent", false, "the step may run again if its node is lost (default: at most once)")
 	fs.StringVar(&r.id, "id", "", "step id (default: a random one)")
@@ -134,12 +136,20 @@ func (r *runCmd) request(argv []string) (api.StepRequest, error) {
 	}
 	req.MemoryBytes = m
 	if r.workspace != "" {
-		// A workspace is named, not a host path: it lives under the
-		// node's --workspace-root, so a step cannot name a host directory.
-		if err := cluster.ValidateWorkspaceName(r.workspace); err != nil {
-			return req, fmt.Errorf("%w: --workspace: %v (workspaces live under each node's --workspace-root)", errUsage, err)
+		// A workspace of the store, by its id: never a host path.
+		if err := cluster.ValidateWorkspaceID(r.workspace); err != nil {
+			return req, fmt.Errorf("%w: --workspace: %v (a workspace of the store, such as the gateway's ws-... ids)", errUsage, err)
 		}
 		req.Workspace = r.workspace
+	}
+	if r.baseRevision != "" {
+		if r.workspace == "" {
+			return req, fmt.Errorf("%w: --base-revision needs --workspace", errUsage)
+		}
+		if err := cluster.ValidateRevisionID(r.baseRevision); err != nil {
+			return req, fmt.Errorf("%w: --base-revision: %v", errUsage, err)
+		}
+		req.BaseRevision = r.baseRevision
 	}
 	if req.ID != "" {
 		if err := cluster.ValidateStepID(cluster.StepID(req.ID)); err != nil {

@@ -156,7 +156,7 @@ func TestRun(t *testing.T) {
 func TestRunFlags(t *testing.T) {
 	exit := &api.Exit{State: "exited", ExitCode: intp(0), TerminatedBy: "exit"}
 	f := newRunFixture(t, framesOf(nil, exit), exitWith(cluster.ExitRecord{State: cluster.StateExited, ExitCode: 0, TerminatedBy: cluster.ByExit}))
-	ws := "analysis-1"
+	ws := "ws-analysis-1"
 	r := schedctl(t, f.sched.url, nil, "run", "--id", "my-step", "--image", "python", "--cpu", "0.5",
 		"--memory", "1g", "--timeout", "90s", "--no-internet", "--env", "A=1", "--env", "B=x=y",
 		"--workspace", ws, "--tty", "--idempotent", "--pids", "256", "--workspace-size", "2g", "--output-cap", "128m",

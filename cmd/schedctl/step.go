@@ -69,6 +69,16 @@ func printStep(w io.Writer, s api.Step) error {
 		// Names only: the scheduler never returns the values.
 		kv.row("env:", strings.Join(s.Spec.EnvNames, " "))
 	}
+	if s.Spec.Workspace != "" {
+		ws := s.Spec.Workspace
+		if s.Spec.BaseRevision != "" {
+			ws += " from " + s.Spec.BaseRevision
+		}
+		kv.row("workspace:", ws)
+	}
+	if s.Revision != "" {
+		kv.row("revision:", s.Revision)
+	}
 	kv.row("resources:", fmt.Sprintf("%s cpu, %s memory", fmtCPU(s.Spec.CPU), fmtBytes(s.Spec.MemoryBytes)))
 	kv.row("limits:", fmtLimits(api.Limits{Pids: s.Spec.Pids, Timeout: s.Spec.Timeout,
 		WorkspaceBytes: s.Spec.WorkspaceBytes, OutputBytes: s.Spec.OutputBytes}))

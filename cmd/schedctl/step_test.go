@@ -61,3 +61,17 @@ func TestPrintStepEscapes(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintStepWorkspace(t *testing.T) {
+	s := api.Step{ID: "s1", State: "exited", Attempts: 1, Revision: "rev-2",
+		Spec: api.StepRequest{Workspace: "ws-a", BaseRevision: "rev-1"}}
+	var b bytes.Buffer
+	if err := printStep(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"workspace:   ws-a from rev-1\n", "revision:    rev-2\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -33,6 +33,7 @@ type serveFlags struct {
 	logLevel  string
 	tls       cli.TLSFlags
 	envKey    string
+	blobStore string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -49,6 +50,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.tls.Register(fs)
 	fs.StringVar(&f.envKey, "env-key", "", "the cluster env key that seals step environment values, the same file on every member "+
 		"(default TLS-DIR/"+envseal.KeyFile+", made by `scheduler tls init`)")
+	fs.StringVar(&f.blobStore, "blob-store", d.BlobStore, "the blob store of workspace contents: local (DATA-DIR/blobs, one member), "+
+		"local:///PATH (a directory the members share) or s3://BUCKET?endpoint=HOST:PORT&region=R (credentials from credentials-file=PATH or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
 }
 
 // loadEnvKey loads the env key: --env-key, or env-key.json in the TLS
@@ -139,6 +142,7 @@ func (f *serveFlags) config() (scheduler.Config, error) {
 	}
 	c.ID, c.DataDir, c.RaftAddr, c.HTTPAddr = f.nodeID, f.dataDir, f.raftAddr, f.httpAddr
 	c.Bootstrap, c.Join, c.NodeTTL = f.bootstrap, join, f.nodeTTL
+	c.BlobStore = f.blobStore
 	if err := f.bounds.apply(&c); err != nil {
 		return c, err
 	}

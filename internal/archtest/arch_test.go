@@ -78,6 +78,8 @@ var rules = []rule{
 	{pkg: module + "/scheduler", forbidden: []string{"github.com/containerd/", module + "/agentd", module + "/netpolicy"}, why: "the scheduler talks to agents over their protocol only"},
 	{pkg: module + "/agentd", forbidden: []string{module + "/internal/envseal"}, why: "only scheduler members hold the env key"},
 	{pkg: module + "/cmd/agentd", forbidden: []string{module + "/internal/envseal"}, why: "only scheduler members hold the env key"},
+	{pkg: module + "/agentd", forbidden: []string{module + "/internal/blob", "github.com/minio/"}, why: "nodes hold no store credential: they move blobs by presigned URLs only"},
+	{pkg: module + "/cmd/agentd", forbidden: []string{module + "/internal/blob", "github.com/minio/"}, why: "nodes hold no store credential: they move blobs by presigned URLs only"},
 	{pkg: module + "/gateway", forbidden: []string{module + "/internal/envseal"}, why: "only scheduler members hold the env key: the gateway asks them to seal"},
 	{pkg: module + "/cmd/gateway", forbidden: []string{module + "/internal/envseal"}, why: "only scheduler members hold the env key: the gateway asks them to seal"},
 	{pkg: module + "/cmd/schedctl", forbidden: []string{module + "/internal/envseal"}, why: "only scheduler members hold the env key"},

@@ -13,6 +13,10 @@
 // revision naming it, see Verify).
 //
 // Streaming everywhere: no method holds a whole blob in memory.
+//
+// Open builds the store a --blob-store URL names (URLForms). Package
+// blobtest holds the conformance suite every Store passes and StartS3, a
+// SeaweedFS server on loopback for tests against real S3.
 package blob
 
 import (
@@ -29,6 +33,9 @@ var ErrNotFound = errors.New("blob not found")
 // it was for, or whose digest is not 64 lower-case hex digits.
 var ErrDigest = errors.New("blob digest mismatch")
 
+// ErrTooLarge is what PutUnknown wraps when r holds more than max bytes.
+var ErrTooLarge = errors.New("blob too large")
+
 // Store is a content-addressed blob store. It is safe for concurrent use.
 type Store interface {
 	// Put stores the bytes of r, which must hash to digest (ErrDigest
@@ -37,7 +44,8 @@ type Store interface {
 	Put(ctx context.Context, digest string, r io.Reader, size int64) error
 	// PutUnknown stores the bytes of r, whose digest is not known yet,
 	// and returns it with the size: the gateway's streamed uploads. At
-	// most max bytes are read; more is an error and nothing is stored.
+	// most max bytes are read; more is an ErrTooLarge and nothing is
+	// stored.
 	PutUnknown(ctx context.Context, r io.Reader, max int64) (digest string, size int64, err error)
 	// Open returns the blob for reading (and seeking, for Range), with its
 	// size. The caller closes it.

@@ -93,7 +93,7 @@ func TestAgentLoss(t *testing.T) {
 func startAgentNamed(t *testing.T, f *fleet, id string) {
 	t.Helper()
 	f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
-		"--node-id", id, "--data-dir", t.TempDir(), "--listen", freePort(t), "--workspace-root", f.wsRoot,
+		"--node-id", id, "--data-dir", t.TempDir(), "--listen", freePort(t),
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info", "--network", "none"))
 	c := newClient(t, f.urls())
 	waitFor(t, 60*time.Second, "node "+id+" ready", func() bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,12 +12,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/rodon-compute/rodon/internal/browsertest"
 	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/web"
 )
-
-// chromiumPath is the browser TestBrowser drives.
-const chromiumPath = "/usr/bin/chromium"
 
 // browserCommand makes two files whose names would read as more in a
 // message ("a, +b.txt" and "x", a newline, "~y"), prints "line 0" to
@@ -36,21 +33,7 @@ const browserCommand = `python3 -u -c "import signal, time; signal.signal(signal
 // and then "cancel confirmed", and the files it made listed one a name,
 // a newline escaped. It saves docs/screenshots/run.png.
 func TestBrowser(t *testing.T) {
-	testenv.RequireContainerd(t)
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("TestBrowser needs Chromium at %s: %v", chromiumPath, err)
-		}
-		t.Skipf("TestBrowser needs Chromium at %s: %v", chromiumPath, err)
-	}
-	if !web.Built() {
-		// Without the page the gateway serves none, and the sign-in form
-		// would be waited for until the test's deadline.
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TestBrowser needs the web page: run web/build (scripts/test does)")
-		}
-		t.Skip("TestBrowser needs the web page: run web/build (scripts/test does)")
-	}
+	requireBrowser(t)
 	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
 	f := &fleet{}
 	startSchedulers(t, f, 1)
@@ -65,19 +48,7 @@ func TestBrowser(t *testing.T) {
 	}
 	apiC.must(http.StatusCreated, http.MethodPost, "/v1/workspaces", map[string]string{"name": "browser-demo"}, &ws)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
-	defer cancelBrowser()
-	// The first action starts the browser: its context must not time out.
-	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900)); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 5*time.Minute)
-	defer cancel()
+	ctx := browsertest.Start(t, 5*time.Minute)
 	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, actions...); err != nil {
@@ -93,20 +64,7 @@ func TestBrowser(t *testing.T) {
 		return s
 	}
 
-	// Sign in through the form.
-	run("sign in",
-		chromedp.Navigate(g.site+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#signin-email")),
-		chromedp.SendKeys(chromedp.CSS("#signin-email"), ownerEmail),
-		chromedp.SendKeys(chromedp.CSS("#signin-password"), password),
-		chromedp.Click(chromedp.CSS("#signin-submit")),
-		chromedp.WaitVisible(chromedp.CSS("#new-run-args")),
-		chromedp.WaitReady(chromedp.CSS(`#new-run-workspace option[value="`+ws.ID+`"]`)),
-	)
-	who := text("#whoami")
-	if !strings.Contains(who, ownerEmail) {
-		t.Errorf("#whoami = %q, want %s", who, ownerEmail)
-	}
+	browserSignIn(t, ctx, g.site, ownerEmail, password, ws.ID)
 
 	// Start the run through the new-run form; its page opens.
 	run("start a run",
@@ -255,20 +213,42 @@ func TestBrowser(t *testing.T) {
 	if fc := op.Steps[0].FilesChanged; fc == nil || !slices.Equal(fc.Added, []string{"a, +b.txt", "x\n~y"}) || len(fc.Modified)+len(fc.Removed)+fc.More != 0 {
 		t.Errorf("the API's files_changed of step 0 = %+v, want the two files added", fc)
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("browser: screenshot: %v", err)
-	}
-	out := filepath.Join("..", "..", "docs", "screenshots", "run.png")
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(out, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("saved %s (%d bytes)", out, len(png))
-	cancelBrowser()
+	browsertest.Screenshot(t, ctx, filepath.Join("..", "..", "docs", "screenshots", "run.png"))
 	for _, p := range append(f.agents, f.schedulers...) {
 		p.stop(30 * time.Second)
+	}
+}
+
+// requireBrowser needs containerd, Chromium (browsertest.Start checks it)
+// and the built page.
+func requireBrowser(t *testing.T) {
+	t.Helper()
+	testenv.RequireContainerd(t)
+	if !web.Built() {
+		// Without the page the gateway serves none, and the sign-in form
+		// would be waited for until the test's deadline.
+		testenv.Missing(t, "the browser tests need the web page: run web/build (scripts/test does)")
+	}
+}
+
+// browserSignIn signs email in through the page's form and waits for the
+// runs page to offer workspace ws.
+func browserSignIn(t *testing.T, ctx context.Context, site, email, password, ws string) {
+	t.Helper()
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(site+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#signin-email")),
+		chromedp.SendKeys(chromedp.CSS("#signin-email"), email),
+		chromedp.SendKeys(chromedp.CSS("#signin-password"), password),
+		chromedp.Click(chromedp.CSS("#signin-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#new-run-args")),
+		chromedp.WaitReady(chromedp.CSS(`#new-run-workspace option[value="`+ws+`"]`)),
+	)
+	if err != nil {
+		t.Fatalf("browser: sign in: %v", err)
+	}
+	who, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#whoami")))
+	if err != nil || !strings.Contains(who, email) {
+		t.Errorf("#whoami = %q (%v), want %s", who, err, email)
 	}
 }

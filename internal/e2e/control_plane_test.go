@@ -142,10 +142,9 @@ func TestControlPlaneDenied(t *testing.T) {
 
 	// The other node and the gateways, before n1 starts: n1's first list
 	// has them.
-	wsRoot := t.TempDir()
 	start(t, "agentd n2", bin+"/agentd", "serve", "--scheduler", schedURL, "--node-id", "n2",
 		"--data-dir", t.TempDir(), "--listen", netip.AddrPortFrom(cpNode2, uint16(n2Port)).String(),
-		"--workspace-root", wsRoot, "--heartbeat", "500ms", "--cpu", "1", "--memory", "1g",
+		"--heartbeat", "500ms", "--cpu", "1", "--memory", "1g",
 		"--log-level", "info", "--network", "none", "--tls-dir", ca.Dir)
 	waitNode(t, ops, "n2")
 	gwListen := netip.AddrPortFrom(cpGateway4, uint16(gwPort)).String()
@@ -166,7 +165,7 @@ func TestControlPlaneDenied(t *testing.T) {
 
 	n1 := start(t, "agentd n1", bin+"/agentd", "serve", "--scheduler", schedURL, "--node-id", "n1",
 		"--data-dir", t.TempDir(), "--listen", netip.AddrPortFrom(cpNode1, uint16(n1Port)).String(),
-		"--workspace-root", wsRoot, "--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info",
+		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info",
 		"--network", "egress", "--node-netns", w.nodePath(), "--dns", w.resolver.String(),
 		"--pool4", cpPool4.String(), "--tls-dir", ca.Dir)
 	waitNode(t, ops, "n1")

@@ -113,7 +113,7 @@ func startEgressAgent(t *testing.T, f *fleet, w *world, id, dataDir, platformFil
 	t.Helper()
 	listen := freePort(t)
 	args := append(wrap, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
-		"--node-id", id, "--data-dir", dataDir, "--listen", listen, "--workspace-root", f.wsRoot,
+		"--node-id", id, "--data-dir", dataDir, "--listen", listen,
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info",
 		"--network", "egress", "--node-netns", w.nodePath(), "--dns", w.resolver.String(),
 		"--platform-file", platformFile)

@@ -48,7 +48,7 @@ func startAgentLogging(t *testing.T, f *fleet, id, level string) agentInfo {
 	a := agentInfo{id: id, listen: freePort(t), dataDir: t.TempDir()}
 	f.agentAddrs = append(f.agentAddrs, a.listen)
 	args := []string{bin + "/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
-		"--node-id", id, "--data-dir", a.dataDir, "--listen", a.listen, "--workspace-root", f.wsRoot,
+		"--node-id", id, "--data-dir", a.dataDir, "--listen", a.listen,
 		"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", level, "--network", "none"}
 	f.agents = append(f.agents, start(t, "agentd "+id, append(args, f.agentArgs...)...))
 	c := newClient(t, f.urls())

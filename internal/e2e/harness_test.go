@@ -165,7 +165,7 @@ func startAgents(t *testing.T, f *fleet, n int) {
 		listen := freePort(t)
 		f.agentAddrs = append(f.agentAddrs, listen)
 		f.agents = append(f.agents, start(t, "agentd "+id, bin+"/agentd", "serve", "--tls-dir", tlsArgs(t, pki.RoleAgent, id)[1], "--scheduler", f.urls(),
-			"--node-id", id, "--data-dir", t.TempDir(), "--listen", listen, "--workspace-root", f.wsRoot,
+			"--node-id", id, "--data-dir", t.TempDir(), "--listen", listen,
 			"--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--log-level", "info", "--network", "none"))
 	}
 	c := newClient(t, f.urls())

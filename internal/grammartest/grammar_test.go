@@ -23,11 +23,11 @@ import (
 // cluster/ids.go say, so that the entry points' tests check the grammar.
 func TestTableIsTheGrammar(t *testing.T) {
 	Run(t, Entry{
-		Size:          func(_ *testing.T, s string) (int64, error) { return size.Parse(s) },
-		StepID:        func(_ *testing.T, s string) (int64, error) { return 0, cluster.ValidateStepID(cluster.StepID(s)) },
-		NodeID:        func(_ *testing.T, s string) (int64, error) { return 0, cluster.ValidateNodeID(cluster.NodeID(s)) },
-		WorkspaceName: func(_ *testing.T, s string) (int64, error) { return 0, cluster.ValidateWorkspaceName(s) },
-		Name:          func(_ *testing.T, s string) (int64, error) { return 0, cluster.ValidateName("name", s) },
+		Size:        func(_ *testing.T, s string) (int64, error) { return size.Parse(s) },
+		StepID:      func(_ *testing.T, s string) (int64, error) { return 0, cluster.ValidateStepID(cluster.StepID(s)) },
+		NodeID:      func(_ *testing.T, s string) (int64, error) { return 0, cluster.ValidateNodeID(cluster.NodeID(s)) },
+		WorkspaceID: func(_ *testing.T, s string) (int64, error) { return 0, cluster.ValidateWorkspaceID(s) },
+		Name:        func(_ *testing.T, s string) (int64, error) { return 0, cluster.ValidateName("name", s) },
 	})
 }
 
@@ -51,9 +51,9 @@ func TestSchedulerAPI(t *testing.T) {
 	}
 	t.Run("steps", func(t *testing.T) {
 		Run(t, Entry{
-			StepID:        func(t *testing.T, s string) (int64, error) { return submit(t, api.StepRequest{ID: s}) },
-			NodeID:        func(t *testing.T, s string) (int64, error) { return submit(t, api.StepRequest{Node: s}) },
-			WorkspaceName: func(t *testing.T, s string) (int64, error) { return submit(t, api.StepRequest{Workspace: s}) },
+			StepID:      func(t *testing.T, s string) (int64, error) { return submit(t, api.StepRequest{ID: s}) },
+			NodeID:      func(t *testing.T, s string) (int64, error) { return submit(t, api.StepRequest{Node: s}) },
+			WorkspaceID: func(t *testing.T, s string) (int64, error) { return submit(t, api.StepRequest{Workspace: s}) },
 			Name: func(t *testing.T, s string) (int64, error) {
 				return 0, badRequest(c.RegisterGateway(t.Context(), s, []netip.Addr{netip.MustParseAddr("127.0.0.1")}))
 			},

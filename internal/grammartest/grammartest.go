@@ -19,10 +19,10 @@ type Kind string
 
 // The kinds of the table.
 const (
-	Size          Kind = "size"
-	StepID        Kind = "step id"
-	NodeID        Kind = "node id"
-	WorkspaceName Kind = "workspace name"
+	Size        Kind = "size"
+	StepID      Kind = "step id"
+	NodeID      Kind = "node id"
+	WorkspaceID Kind = "workspace id"
 	// Name is a member id, a gateway's or an operator's name.
 	Name Kind = "name"
 )
@@ -47,6 +47,10 @@ func sizeErr(s string) string {
 
 func stepErr(kind, s string) string {
 	return fmt.Sprintf("%s %q: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit", kind, s)
+}
+
+func wsErr(s string) string {
+	return fmt.Sprintf("workspace id %q: want ws- and then 1-60 characters of a-z, 0-9, '-' and '_'", s)
 }
 
 func nameErr(kind, s string) string {
@@ -110,12 +114,15 @@ var Cases = []Case{
 	{Kind: NodeID, Input: "n/1", Err: nameErr("node id", "n/1")},
 	{Kind: NodeID, Input: "n 1", Err: nameErr("node id", "n 1")},
 
-	{Kind: WorkspaceName, Input: "ws-main"},
-	{Kind: WorkspaceName, Input: "data_1"},
-	{Kind: WorkspaceName, Input: "..", Err: stepErr("workspace name", "..")},
-	{Kind: WorkspaceName, Input: "a.b", Err: stepErr("workspace name", "a.b")},
-	{Kind: WorkspaceName, Input: "/etc", Err: stepErr("workspace name", "/etc")},
-	{Kind: WorkspaceName, Input: "Ws", Err: stepErr("workspace name", "Ws")},
+	{Kind: WorkspaceID, Input: "ws-main"},
+	{Kind: WorkspaceID, Input: "ws-data_1"},
+	{Kind: WorkspaceID, Input: "ws-" + strings.Repeat("w", 60)},
+	{Kind: WorkspaceID, Input: "ws-" + strings.Repeat("w", 61), Err: wsErr("ws-" + strings.Repeat("w", 61))},
+	{Kind: WorkspaceID, Input: "data_1", Err: wsErr("data_1")},
+	{Kind: WorkspaceID, Input: "..", Err: wsErr("..")},
+	{Kind: WorkspaceID, Input: "ws-a.b", Err: wsErr("ws-a.b")},
+	{Kind: WorkspaceID, Input: "/etc", Err: wsErr("/etc")},
+	{Kind: WorkspaceID, Input: "ws-Main", Err: wsErr("ws-Main")},
 
 	{Kind: Name, Input: "gw1"},
 	{Kind: Name, Input: "gateway.eu-1"},

@@ -29,6 +29,13 @@ type Limits struct {
 	// (holes are not data; a file hard-linked several times counts once)
 	// plus the targets of symbolic links. Zero means no cap.
 	MaxBytes int64
+	// Perm, if set, gives the permission bits of the copy of each
+	// regular file (by its slash-separated path in the tree) in place of
+	// the source's, and keeps no hard link: each path becomes a file of
+	// its own. It is for a source whose files are links into a cache of
+	// read-only blobs (a workspace revision materialised by the agent),
+	// whose modes and links are the cache's, not the tree's.
+	Perm func(rel string) uint32
 }
 
 // ErrTooLarge is returned when a tree holds more data than Limits.MaxBytes.
@@ -168,6 +175,10 @@ func (c *copier) copyFile(sd, dd int, name, rel string) error {
 		return nil
 	}
 	id := fileID{dev: st.Dev, ino: st.Ino}
+	perm := st.Mode & 0o777
+	if c.lim.Perm != nil {
+		perm, st.Nlink = c.lim.Perm(rel)&0o777, 1
+	}
 	if st.Nlink > 1 {
 		if first, ok := c.links[id]; ok {
 			if err := unix.Linkat(c.dstRoot, first, dd, name, 0); err != nil {
@@ -185,7 +196,7 @@ func (c *copier) copyFile(sd, dd int, name, rel string) error {
 		out.Close()
 		return fmt.Errorf("copy %s: %w", rel, err)
 	}
-	if err := unix.Fchmod(ofd, st.Mode&0o777); err != nil {
+	if err := unix.Fchmod(ofd, perm); err != nil {
 		out.Close()
 		return fmt.Errorf("copy %s: %w", rel, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -132,5 +133,38 @@ func assertNoStaging(t *testing.T, dst string) {
 		if strings.Contains(e.Name(), stagingInfix) {
 			t.Errorf("staging directory left: %s", e.Name())
 		}
+	}
+}
+
+// TestCopyPerm: with Limits.Perm the copy's files get the modes it gives,
+// and files linked together in the source (links into a blob cache) are
+// separate files in the copy.
+func TestCopyPerm(t *testing.T) {
+	cache, src, dst := t.TempDir(), t.TempDir(), t.TempDir()
+	write(t, filepath.Join(cache, "blob"), "same")
+	if err := os.Chmod(filepath.Join(cache, "blob"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"run.sh", "d/data.txt"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(src, p)), 0o755)
+		if err := os.Link(filepath.Join(cache, "blob"), filepath.Join(src, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modes := map[string]uint32{"run.sh": 0o755, "d/data.txt": 0o644}
+	if err := Copy(src, dst, Limits{Perm: func(rel string) uint32 { return modes[rel] }}); err != nil {
+		t.Fatalf("Copy() = %v", err)
+	}
+	var inos []uint64
+	for p, want := range modes {
+		fi, err := os.Stat(filepath.Join(dst, p))
+		if err != nil || uint32(fi.Mode().Perm()) != want {
+			t.Errorf("%s: %v, %v; want mode %o", p, fi, err, want)
+			continue
+		}
+		inos = append(inos, fi.Sys().(*syscall.Stat_t).Ino)
+	}
+	if len(inos) == 2 && inos[0] == inos[1] {
+		t.Error("the copy keeps the cache's link between two paths")
 	}
 }

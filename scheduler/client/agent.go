@@ -87,3 +87,12 @@ func (c *Client) post(ctx context.Context, path string, body any) error {
 	_, err := c.call(ctx, request{method: http.MethodPost, path: path}, body, nil)
 	return err
 }
+
+// AgentUploads asks for PUT URLs for the blobs of an attempt's workspace result
+// (docs/design/workspaces.md "Results"): the answer has one for each blob
+// the store lacks.
+func (c *Client) AgentUploads(ctx context.Context, req cluster.UploadsRequest) (cluster.UploadsResponse, error) {
+	var out cluster.UploadsResponse
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/agent/uploads"}, req, &out)
+	return out, err
+}

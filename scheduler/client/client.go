@@ -150,6 +150,18 @@ type request struct {
 	retry retryMode
 	// limit caps a read response body; zero is 64 MiB.
 	limit int64
+	// header holds headers sent besides the client's own.
+	header http.Header
+	// stream, if not nil, is the body (body is then nil), read once as
+	// it is sent, length bytes long (-1: unknown). Whatever retry says, a
+	// request with a stream is tried on another member only when it
+	// could not connect: once sent, its bytes are gone.
+	stream io.Reader
+	length int64
+	// open asks for the answer's body unread (response.open, which the
+	// caller closes) when the status is below 300 or 304; openAny for
+	// every status (a proxy's).
+	open, openAny bool
 }
 
 // response is a successful answer.
@@ -159,6 +171,8 @@ type response struct {
 	body   []byte
 	// next is the cursor of a list's next page; empty on the last.
 	next string
+	// open is the answer with its body unread, for a request.open.
+	open *http.Response
 }
 
 // do sends r to one member after another until one answers or the retry
@@ -215,7 +229,10 @@ func (c *Client) once(ctx context.Context, base *url.URL, r request) (resp *resp
 	u.Path, u.RawPath = base.Path+p, base.EscapedPath()+r.path
 	u.RawQuery = r.query.Encode()
 	var body io.Reader
-	if r.body != nil {
+	switch {
+	case r.stream != nil:
+		body = r.stream
+	case r.body != nil:
 		body = bytes.NewReader(r.body)
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
@@ -227,10 +244,28 @@ func (c *Client) once(ctx context.Context, base *url.URL, r request) (resp *resp
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if r.stream != nil {
+		switch {
+		case r.length == 0:
+			req.Body, req.ContentLength = http.NoBody, 0
+		case r.length > 0:
+			req.ContentLength = r.length
+		}
+	}
+	for k, v := range r.header {
+		req.Header[k] = v
+	}
 	hr, err := c.hc.Do(req)
 	if err != nil {
 		err = fmt.Errorf("%s %s: %w", r.method, u.Redacted(), err)
+		if r.stream != nil {
+			return nil, ctx.Err() == nil && unsent(err), err
+		}
 		return nil, ctx.Err() == nil && (r.retry == retrySafe || unsent(err)), err
+	}
+	idx, _ := strconv.ParseUint(hr.Header.Get(IndexHeader), 10, 64)
+	if r.openAny || r.open && (hr.StatusCode < 300 || hr.StatusCode == http.StatusNotModified) {
+		return &response{status: hr.StatusCode, index: idx, open: hr}, false, nil
 	}
 	defer hr.Body.Close()
 	limit := r.limit
@@ -240,7 +275,7 @@ func (c *Client) once(ctx context.Context, base *url.URL, r request) (resp *resp
 	b, err := io.ReadAll(io.LimitReader(hr.Body, limit+1))
 	if err != nil {
 		err = fmt.Errorf("%s %s: read answer: %w", r.method, u.Redacted(), err)
-		return nil, ctx.Err() == nil && r.retry == retrySafe, err
+		return nil, ctx.Err() == nil && r.retry == retrySafe && r.stream == nil, err
 	}
 	if int64(len(b)) > limit {
 		return nil, false, fmt.Errorf("%s %s: answer over %d bytes", r.method, u.Redacted(), limit)
@@ -248,9 +283,8 @@ func (c *Client) once(ctx context.Context, base *url.URL, r request) (resp *resp
 	if hr.StatusCode >= 300 {
 		e := decodeError(hr, b)
 		again := e.Code == api.CodeNoLeader || e.Code == api.CodeUnavailable && r.retry == retrySafe
-		return nil, again, e
+		return nil, again && r.stream == nil, e
 	}
-	idx, _ := strconv.ParseUint(hr.Header.Get(IndexHeader), 10, 64)
 	return &response{status: hr.StatusCode, index: idx, body: b, next: hr.Header.Get(NextCursorHeader)}, false, nil
 }
 

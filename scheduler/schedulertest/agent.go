@@ -46,6 +46,7 @@ type Agent struct {
 
 	t    testing.TB
 	c    *Cluster
+	as   string
 	stop func()
 }
 
@@ -97,7 +98,7 @@ func (c *Cluster) Agent(t testing.TB, id cluster.NodeID, opts AgentOptions) *Age
 			_, _ = cl.Heartbeat(ctx, cluster.Heartbeat{Node: id, Health: opts.Health})
 		}
 	})
-	a := &Agent{ID: id, Client: cl, t: t, c: c, stop: sync.OnceFunc(func() { cancel(); wg.Wait() })}
+	a := &Agent{ID: id, Client: cl, t: t, c: c, as: opts.As, stop: sync.OnceFunc(func() { cancel(); wg.Wait() })}
 	t.Cleanup(a.stop)
 	return a
 }

@@ -116,6 +116,9 @@ func New(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{t: t, ca: opts.CA, plain: &http.Transport{}, as: map[string]*http.Transport{}}
 	t.Cleanup(c.plain.CloseIdleConnections)
 	var cfgs []scheduler.Config
+	// The members share one local blob store, as a cluster shares its
+	// S3 bucket.
+	blobs := "local://" + t.TempDir()
 	for i := range n {
 		id := fmt.Sprintf("m%d", i)
 		// The in-memory transport dials nothing: its address is a name,
@@ -128,6 +131,7 @@ func New(t testing.TB, opts Options) *Cluster {
 		cfg.RaftAddr, cfg.HTTPAddr = raftAddr, testenv.FreeAddr(t)
 		cfg.NodeTTL = time.Minute
 		cfg.ShutdownTimeout = 2 * time.Second
+		cfg.BlobStore = blobs
 		cfg.Raft = RaftConfig()
 		if n == 1 {
 			// A lone member has no one to wait for: it elects itself at

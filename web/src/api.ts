@@ -117,6 +117,8 @@ export interface RunStep {
   cause?: string;
   tty?: boolean;
   image?: string;
+  /** revision is the workspace revision the step made (detached when it conflicted). */
+  revision?: string;
 }
 
 export interface Operation {
@@ -131,6 +133,90 @@ export interface Operation {
   errors?: string[] | null;
   cancel?: Cancel | null;
   files_changed?: FilesChanged | null;
+}
+
+/** Author kinds of a revision (api.Author*): a person, an API key, or a step. */
+export const AUTHOR_ACCOUNT = "account";
+export const AUTHOR_KEY = "key";
+export const AUTHOR_STEP = "step";
+
+/** Author is who made a revision. */
+export interface Author {
+  kind: string;
+  id: string;
+}
+
+/**
+ * Revision is one revision of a workspace (SPEC.md, "Workspaces and
+ * revisions"). number is 0 for a detached revision (a writer's tree
+ * refused as a conflict, conflict naming the paths).
+ */
+export interface Revision {
+  id: string;
+  workspace: string;
+  number: number;
+  parent?: string;
+  author: Author;
+  created_at: string;
+  message?: string;
+  changes: FilesChanged;
+  manifest: string;
+  files: number;
+  bytes: number;
+  detached?: boolean;
+  conflict?: string[];
+  /** step and run: the step that made it, and its run. */
+  step?: string;
+  run?: string;
+}
+
+/** TreeEntry is one path of a revision's tree; a directory is listed only when empty. */
+export interface TreeEntry {
+  path: string;
+  type: "file" | "dir" | "symlink" | string;
+  size?: number;
+  sha256?: string;
+  mode: number;
+  target?: string;
+}
+
+/** WorkspaceDiff is what changed from one revision to another, with a unified diff per text file. */
+export interface WorkspaceDiff {
+  from: string;
+  to: string;
+  changes: FilesChanged;
+  text: FileDiff[] | null;
+}
+
+export interface FileDiff {
+  path: string;
+  diff: string;
+  truncated?: boolean;
+}
+
+export interface RestoreRequest {
+  rev: string;
+  message?: string;
+}
+
+export interface UploadRequest {
+  files: UploadFile[] | null;
+  parent?: string;
+  message?: string;
+  commit?: boolean;
+}
+
+export interface UploadFile {
+  path: string;
+  sha256: string;
+  size: number;
+  mode?: number;
+}
+
+export interface UploadResponse {
+  urls: Record<string, string> | null;
+  expires: string;
+  revision?: Revision;
 }
 
 export interface StepSpec {
@@ -167,6 +253,8 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** answer is the decoded JSON of the answer, when it was JSON. */
+    readonly answer?: unknown,
   ) {
     super(message);
     this.name = "ApiError";
@@ -196,6 +284,15 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
 }
 
 /**
+ * sendBytes sends a raw body (a file the person dropped, streamed by the
+ * browser) with extra headers, and returns the decoded JSON answer, as
+ * call does.
+ */
+export async function sendBytes<T>(method: string, path: string, body: Blob, headers: Record<string, string>): Promise<T> {
+  return (await request<T>(method, path, undefined, { body, headers })).data;
+}
+
+/**
  * callPages reads a paginated list (docs/GATEWAY.md, "Lists"): it follows
  * the X-Next-Cursor header of each page until there is none, `want` items
  * are read, or `maxPages` pages were. A filtered page may hold fewer items
@@ -216,9 +313,15 @@ export async function callPages<T>(path: string, opts: { want?: number; maxPages
   return out;
 }
 
-async function request<T>(method: string, path: string, body?: unknown): Promise<{ data: T; next: string }> {
-  const headers: Record<string, string> = { Accept: "application/json" };
+async function request<T>(
+  method: string,
+  path: string,
+  body?: unknown,
+  raw?: { body: Blob; headers: Record<string, string> },
+): Promise<{ data: T; next: string }> {
+  const headers: Record<string, string> = { Accept: "application/json", ...raw?.headers };
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  else if (raw && !headers["Content-Type"]) headers["Content-Type"] = "application/octet-stream";
   if (method !== "GET" && method !== "HEAD" && csrfToken) headers["X-CSRF-Token"] = csrfToken;
   let res: Response;
   try {
@@ -227,7 +330,7 @@ async function request<T>(method: string, path: string, body?: unknown): Promise
       headers,
       credentials: "same-origin",
       cache: "no-store",
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: raw ? raw.body : body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (err) {
     throw new ApiError(0, "unreachable", `cannot reach the gateway (${String(err)}); check that it is running`);
@@ -245,7 +348,7 @@ async function request<T>(method: string, path: string, body?: unknown): Promise
     let message = e?.message || `${res.status} ${res.statusText}`.trim();
     const retry = res.headers.get("Retry-After");
     if (res.status === 429 && retry && !/retry/i.test(message)) message += ` (retry in ${retry}s)`;
-    const err = new ApiError(res.status, e?.code || "http_" + res.status, message);
+    const err = new ApiError(res.status, e?.code || "http_" + res.status, message, data);
     if (res.status === 401 && path !== "/v1/auth/signin" && onUnauthorized) onUnauthorized();
     throw err;
   }

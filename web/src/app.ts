@@ -1,5 +1,6 @@
-// The Rodon page: sign-in, the runs list and the run page, routed by the
-// URL hash (#/signin, #/runs, #/runs/<id>). It talks only to the gateway's
+// The Rodon page: sign-in, the runs list, the run page and the workspace
+// view, routed by the URL hash (#/signin, #/runs, #/runs/<id>,
+// #/workspaces/<id>[/<rev>|head[/<path>]]). It talks only to the gateway's
 // /v1 routes on its own origin (docs/GATEWAY.md, docs/WEB.md).
 
 import "@xterm/xterm/css/xterm.css";
@@ -8,10 +9,12 @@ import "./app.css";
 import { ApiError, call, errorText, type Me, setCsrfToken, setUnauthorizedHandler } from "./api";
 import { install as installCSPShim, prune as pruneCSPShim } from "./csp";
 import { byId, h, replace, setText } from "./dom";
+import { HEAD } from "./links";
 import type { Page } from "./page";
 import { runPage, terminalText } from "./run";
 import { runsPage } from "./runs";
 import { signInPage } from "./signin";
+import { workspacePage } from "./workspace";
 
 declare global {
   interface Window {
@@ -30,11 +33,26 @@ const main = byId("app");
 const who = byId("whoami");
 const signOut = byId<HTMLButtonElement>("signout");
 
-function route(): { name: "signin" } | { name: "runs" } | { name: "run"; id: string } {
+type Route =
+  | { name: "signin" }
+  | { name: "runs" }
+  | { name: "run"; id: string }
+  | { name: "workspace"; id: string; rev: string; path: string };
+
+function route(): Route {
   const hash = location.hash.replace(/^#\/?/, "");
-  const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
+  let parts: string[];
+  try {
+    parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
+  } catch {
+    return { name: "runs" }; // a malformed escape
+  }
   if (parts[0] === "signin") return { name: "signin" };
   if (parts[0] === "runs" && parts[1]) return { name: "run", id: parts[1] };
+  if (parts[0] === "workspaces" && parts[1]) {
+    const rev = parts[2] && parts[2] !== HEAD ? parts[2] : "";
+    return { name: "workspace", id: parts[1], rev, path: parts.slice(3).join("/") };
+  }
   return { name: "runs" };
 }
 
@@ -80,6 +98,10 @@ function render(): void {
     case "run":
       document.title = `${r.id} \u00b7 Rodon`;
       page = runPage(main, r.id);
+      return;
+    case "workspace":
+      document.title = `${r.id} \u00b7 Rodon`;
+      page = workspacePage(main, me, r.id, r.rev, r.path, go);
       return;
   }
 }

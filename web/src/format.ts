@@ -45,3 +45,17 @@ export function printable(s: string): string {
   if (!needsQuote.test(s)) return s;
   return JSON.stringify(s).replace(/[\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 }
+
+/** bytes formats a size as "512 B", "1.5 KiB", "2.0 MiB". */
+export function bytes(n: number | undefined): string {
+  const v = n ?? 0;
+  if (v < 1024) return `${v} B`;
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let x = v / 1024;
+  let u = 0;
+  while (x >= 1024 && u < units.length - 1) {
+    x /= 1024;
+    u++;
+  }
+  return `${x.toFixed(1)} ${units[u]}`;
+}

@@ -7,6 +7,7 @@ import { cancelProgress, cancelSettled, cancelStatus } from "./cancel";
 import { h, replace, setText } from "./dom";
 import { renderFiles } from "./files";
 import { clock, dateTime, printable, since } from "./format";
+import { workspaceHash } from "./links";
 import type { Page } from "./page";
 import { type ExitData, type Frame, StepStream, type StreamState } from "./stream";
 import { StepTerminal } from "./terminal";
@@ -32,6 +33,7 @@ interface StepView {
   exit: HTMLElement;
   denied: HTMLElement;
   files: HTMLElement;
+  revision: HTMLAnchorElement;
   streamStatus: HTMLElement;
   terminal: StepTerminal;
   stream?: StepStream;
@@ -163,6 +165,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     const exit = h("span", { id: `step-exit-${i}`, "data-testid": `step-exit-${i}`, class: "exit" });
     const denied = h("p", { id: `denied-${i}`, "data-testid": `denied-${i}`, class: "denied", hidden: true });
     const files = h("ul", { id: `files-${i}`, "data-testid": `files-${i}`, class: "files", "aria-label": `files changed by step ${i}`, hidden: true });
+    const revision = h("a", { id: `step-revision-${i}`, "data-testid": `step-revision-${i}`, class: "revision mono", hidden: true });
     const streamStatus = h("span", { id: `stream-status-${i}`, "data-testid": `stream-status-${i}`, class: "muted stream-status" });
     const stepRoot = h(
       "div",
@@ -175,6 +178,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
         tty ? h("span", { class: "badge" }, "tty") : null,
         state,
         exit,
+        revision,
         h("span", { class: "spacer" }),
         streamStatus,
       ),
@@ -203,6 +207,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
       exit,
       denied,
       files,
+      revision,
       streamStatus,
       terminal: new StepTerminal(container, tty, tty ? input : undefined),
       exitSeen: false,
@@ -313,6 +318,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     view.denied.hidden = denied.length === 0;
     view.denied.dataset.total = String(denied.reduce((a, [, n]) => a + n, 0));
     renderFiles(view.files, s.files_changed);
+    showRevision(view, s.revision);
 
     for (const p of PHASES) {
       const cell = document.getElementById(`phase-${s.index}-${p}`);
@@ -332,6 +338,18 @@ export function runPage(root: HTMLElement, runId: string): Page {
     }
     for (const e of s.events ?? []) addEvent(s.index, e);
     if (!view.stream && shouldStream(s)) startStream(view);
+  }
+
+  // showRevision links the step to the revision it made, in the workspace view.
+  function showRevision(view: StepView, rev: string | undefined): void {
+    view.revision.hidden = !rev || !op;
+    if (!rev || !op) return;
+    const href = workspaceHash(op.workspace, rev);
+    if (view.revision.getAttribute("href") === href) return;
+    view.revision.setAttribute("href", href);
+    view.revision.dataset.rev = rev;
+    view.revision.title = `the workspace as step ${view.step.index} left it`;
+    setText(view.revision, rev);
   }
 
   // --- events ------------------------------------------------------------
@@ -368,7 +386,10 @@ export function runPage(root: HTMLElement, runId: string): Page {
     op = next;
     setText(runState, op.state);
     runState.className = `state state-${op.state}`;
-    setText(workspace, op.workspace);
+    if (workspace.dataset.ws !== op.workspace) {
+      workspace.dataset.ws = op.workspace;
+      replace(workspace, h("a", { href: workspaceHash(op.workspace), id: "run-workspace-link", "data-testid": "run-workspace-link" }, op.workspace));
+    }
     setText(created, dateTime(op.created_at));
     created.title = op.created_at;
     setText(ended, op.ended_at ? dateTime(op.ended_at) : "\u2014");

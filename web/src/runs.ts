@@ -4,6 +4,7 @@ import { call, callPages, errorText, type Operation, type StepSpec, type Workspa
 import { splitArgs } from "./args";
 import { h, replace, setText } from "./dom";
 import { dateTime } from "./format";
+import { workspaceHash } from "./links";
 import type { Page } from "./page";
 import { rememberTTY } from "./tty";
 
@@ -57,6 +58,8 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
   const noInternet = h("input", { id: "new-run-no-internet", "data-testid": "new-run-no-internet", type: "checkbox" });
   const submit = h("button", { id: "new-run-submit", "data-testid": "new-run-submit", type: "submit", class: "primary" }, "Run");
   const shell = h("button", { id: "open-shell", "data-testid": "open-shell", type: "button" }, "Open shell");
+  const files = h("a", { id: "open-workspace", "data-testid": "open-workspace", class: "button", href: "#/runs", hidden: true }, "Files");
+  const library = h("a", { id: "open-library", "data-testid": "open-library", class: "button", href: "#/runs", hidden: true, title: "the account library, at /library in every step" }, "Library");
   const formError = h("p", { id: "new-run-error", "data-testid": "new-run-error", class: "error", role: "alert" });
   const form = h(
     "form",
@@ -74,6 +77,8 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
       { class: "row" },
       h("label", { class: "check" }, noInternet, " no internet"),
       h("span", { class: "spacer" }),
+      library,
+      files,
       shell,
       submit,
     ),
@@ -107,10 +112,17 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
     replace(wsSelect, workspaces.map((w) => h("option", { value: w.id }, w.name)));
     if (workspaces.some((w) => w.id === keepFilter)) filterWorkspace.value = keepFilter;
     if (workspaces.some((w) => w.id === keepNew)) wsSelect.value = keepNew;
+    showFilesLink();
     const none = workspaces.length === 0;
     submit.disabled = none;
     shell.disabled = none;
     if (none) formError.textContent = "No workspace is open to you; ask an admin to create one or to grant you one.";
+  }
+
+  function showFilesLink(): void {
+    files.hidden = !wsSelect.value;
+    files.setAttribute("href", wsSelect.value ? workspaceHash(wsSelect.value) : "#/runs");
+    files.title = wsSelect.value ? `the files of ${workspaceName(wsSelect.value)}` : "";
   }
 
   function row(op: Operation): HTMLTableRowElement {
@@ -119,7 +131,7 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
       "tr",
       { "data-testid": "run-row", "data-run-id": op.id, tabindex: "0" },
       h("td", {}, link),
-      h("td", {}, workspaceName(op.workspace)),
+      h("td", {}, h("a", { href: workspaceHash(op.workspace), "data-testid": "run-row-workspace", title: "the workspace's files" }, workspaceName(op.workspace))),
       h("td", {}, h("span", { class: `state state-${op.state}`, "data-testid": "run-row-state" }, op.state)),
       h("td", { title: op.created_at }, dateTime(op.created_at)),
       h("td", { class: "num" }, String(op.steps?.length ?? 0)),
@@ -198,6 +210,7 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
   shell.addEventListener("click", () => {
     void start({ args: ["/bin/bash"], image: "base", tty: true }, shell);
   });
+  wsSelect.addEventListener("change", showFilesLink);
   filterWorkspace.addEventListener("change", () => void loadRuns());
   filterState.addEventListener("change", () => void loadRuns());
 
@@ -209,6 +222,15 @@ export function runsPage(root: HTMLElement, open: (runId: string) => void): Page
       fillWorkspaces();
     } catch (err) {
       if (!disposed) formError.textContent = errorText(err);
+    }
+    try {
+      const lib = await call<Workspace>("GET", "/v1/library");
+      if (!disposed && lib?.id) {
+        library.setAttribute("href", workspaceHash(lib.id));
+        library.hidden = false;
+      }
+    } catch {
+      // No library on this gateway: no link.
     }
     await loadRuns();
     schedule();
