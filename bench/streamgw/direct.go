@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/benchfleet"
 )
 
 // countWriter counts the bytes written to it and times the first.
@@ -35,17 +36,17 @@ func (w *countWriter) Write(p []byte) (int, error) {
 // readDirect runs `schedctl logs -f id` (which asks the scheduler for the
 // step's stream-url and reads the agent's NDJSON stream itself) with its
 // stdout going to a counting writer, and returns when it ends.
-func (f *fleet) readDirect(ctx context.Context, id string) (streamResult, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(f.bin, "schedctl"), append(f.mode.Flags(), "logs", "-f", id)...)
-	cmd.Env = f.mode.Env("RODON_SCHEDULER=" + f.schedURL)
+func readDirect(ctx context.Context, f *benchfleet.Fleet, id string) (benchfleet.StreamResult, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(f.Bin, "schedctl"), append(f.Mode.Flags(), "logs", "-f", id)...)
+	cmd.Env = f.Mode.Env("RODON_SCHEDULER=" + f.SchedURL)
 	var out countWriter
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &stderr
-	r := streamResult{start: time.Now()}
+	r := benchfleet.StreamResult{Start: time.Now()}
 	err := cmd.Run()
-	r.end = time.Now()
+	r.End = time.Now()
 	out.mu.Lock()
-	r.stdout, r.first = out.n, out.first
+	r.Stdout, r.First = out.n, out.first
 	out.mu.Unlock()
 	if err != nil {
 		return r, fmt.Errorf("schedctl logs -f %s: %w: %s", id, err, stderr.String())
@@ -57,9 +58,9 @@ func (f *fleet) readDirect(ctx context.Context, id string) (streamResult, error)
 // as `schedctl logs -f` does but without its process and its stdout pipe,
 // decoding each frame as readStream does: the relay's own cost is the
 // difference between this reader and the gateway's.
-func (f *fleet) readAgent(ctx context.Context, id string) (streamResult, error) {
-	r := streamResult{start: time.Now()}
-	u, err := f.sched.StreamURL(ctx, id)
+func readAgent(ctx context.Context, f *benchfleet.Fleet, id string) (benchfleet.StreamResult, error) {
+	r := benchfleet.StreamResult{Start: time.Now()}
+	u, err := f.Sched.StreamURL(ctx, id)
 	if err != nil {
 		return r, err
 	}
@@ -68,7 +69,7 @@ func (f *fleet) readAgent(ctx context.Context, id string) (streamResult, error) 
 		return r, err
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := f.agent.Do(req)
+	resp, err := f.Agent.Do(req)
 	if err != nil {
 		return r, err
 	}
@@ -92,11 +93,11 @@ func (f *fleet) readAgent(ctx context.Context, id string) (streamResult, error) 
 			if err != nil {
 				return r, err
 			}
-			r.stdout += int64(len(b))
+			r.Stdout += int64(len(b))
 		case api.KindExit:
-			r.end = time.Now()
+			r.End = time.Now()
 			x, err := fr.Exit()
-			r.exit = &x
+			r.Exit = &x
 			return r, err
 		}
 	}

@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/benchfleet"
 	"github.com/rodon-compute/rodon/internal/benchtls"
 )
 
@@ -75,23 +76,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	report, err := run(ctx, c)
 	stop()
-	fmt.Print(report)
-	if c.out != "" && report != "" {
-		if werr := os.WriteFile(c.out, []byte(report), 0o644); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "streamgw:", err)
-		os.Exit(1)
-	}
+	os.Exit(benchfleet.Finish("streamgw", c.out, report, err))
 }
 
 // bench is one benchmark run on one fleet.
 type bench struct {
 	c  config
-	f  *fleet
-	gw *gwClient
+	f  *benchfleet.Fleet
+	gw *benchfleet.Client
 	ws string
 
 	// runs and steps are every run and step started, to let them end and
@@ -102,6 +94,9 @@ type bench struct {
 	fb []firstByteSample
 }
 
+// fleetOptions name the fleets' directories and nodes streamgw-PID-MODE.
+var fleetOptions = benchfleet.Options{Prefix: "streamgw"}
+
 // modes are the two fleets' modes, in the order of bench slices:
 // plaintext (the baseline), then mutual TLS.
 const (
@@ -110,16 +105,9 @@ const (
 )
 
 func run(ctx context.Context, c config) (report string, err error) {
-	dir, err := os.MkdirTemp("", "streamgw-tls")
+	tlsMode, plain, remove, err := benchfleet.Certificates(c.bin, fleetOptions)
+	defer remove()
 	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	tlsMode, plain, err := benchtls.Setup(c.bin, dir)
-	if err != nil {
-		return "", err
-	}
-	if err := tlsMode.Issue(fleetIDs(tlsMode), "127.0.0.1"); err != nil {
 		return "", err
 	}
 	var bs []*bench
@@ -127,13 +115,13 @@ func run(ctx context.Context, c config) (report string, err error) {
 		for i := len(bs) - 1; i >= 0; i-- {
 			b := bs[i]
 			b.drain()
-			if cerr := b.f.close(err != nil); cerr != nil {
-				err = errors.Join(err, fmt.Errorf("clean up the %s fleet: %w", b.f.mode, cerr))
+			if cerr := b.f.Close(err != nil); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("clean up the %s fleet: %w", b.f.Mode, cerr))
 			}
 		}
 	}()
 	for _, mode := range []benchtls.Mode{plain, tlsMode} {
-		f, err := startFleet(ctx, c.bin, mode)
+		f, err := benchfleet.Start(ctx, c.bin, mode, fleetOptions)
 		if f != nil {
 			bs = append(bs, &bench{c: c, f: f})
 		}
@@ -152,7 +140,7 @@ func run(ctx context.Context, c config) (report string, err error) {
 		for _, b := range inTurn(bs, i) {
 			s, err := b.throughput(ctx, i%2 != 0)
 			if err != nil {
-				return "", fmt.Errorf("%s: throughput run %d: %w", b.f.mode, i+1, err)
+				return "", fmt.Errorf("%s: throughput run %d: %w", b.f.Mode, i+1, err)
 			}
 			if i >= 0 {
 				b.tp = append(b.tp, s)
@@ -163,7 +151,7 @@ func run(ctx context.Context, c config) (report string, err error) {
 		for _, b := range inTurn(bs, i) {
 			s, err := b.firstByte(ctx)
 			if err != nil {
-				return "", fmt.Errorf("%s: first-byte run %d: %w", b.f.mode, i+1, err)
+				return "", fmt.Errorf("%s: first-byte run %d: %w", b.f.Mode, i+1, err)
 			}
 			if i >= 0 {
 				b.fb = append(b.fb, s)
@@ -188,18 +176,14 @@ func inTurn(bs []*bench, i int) []*bench {
 // signIn creates the owner with `gateway bootstrap`, signs in, makes an
 // admin API key for the rest and a workspace for the runs.
 func (b *bench) signIn(ctx context.Context) error {
-	const email = "bench@rodon.local"
-	pw, err := b.f.bootstrap(ctx, email)
-	if err != nil {
-		return err
-	}
-	if b.gw, err = apiKey(ctx, b.f.site, b.f.public, email, pw); err != nil {
+	var err error
+	if b.gw, err = b.f.SignIn(ctx); err != nil {
 		return err
 	}
 	var ws struct {
 		ID string `json:"id"`
 	}
-	if err := b.gw.do(ctx, http.MethodPost, "/v1/workspaces", map[string]string{"name": "streamgw"}, &ws); err != nil {
+	if err := b.gw.Do(ctx, http.MethodPost, "/v1/workspaces", map[string]string{"name": "streamgw"}, &ws); err != nil {
 		return err
 	}
 	b.ws = ws.ID
@@ -207,8 +191,8 @@ func (b *bench) signIn(ctx context.Context) error {
 }
 
 // startRun starts a one-step run and remembers it for drain.
-func (b *bench) startRun(ctx context.Context, script string) (operation, error) {
-	op, err := b.gw.startRun(ctx, b.ws, "sh", "-c", script)
+func (b *bench) startRun(ctx context.Context, script string) (benchfleet.Operation, error) {
+	op, err := b.gw.StartRun(ctx, b.ws, "sh", "-c", script)
 	if err != nil {
 		return op, err
 	}
@@ -218,15 +202,15 @@ func (b *bench) startRun(ctx context.Context, script string) (operation, error) 
 
 // endRun waits for run op to end and checks that it succeeded; it returns
 // the scheduler's record of its step.
-func (b *bench) endRun(ctx context.Context, op operation) (api.Step, error) {
-	end, err := b.gw.waitRun(ctx, op.ID)
+func (b *bench) endRun(ctx context.Context, op benchfleet.Operation) (api.Step, error) {
+	end, err := b.gw.WaitRun(ctx, op.ID)
 	if err != nil {
 		return api.Step{}, err
 	}
 	if end.State != "succeeded" {
 		return api.Step{}, fmt.Errorf("run %s ended %s: %v", op.ID, end.State, end.Errors)
 	}
-	return b.f.sched.Step(ctx, op.Steps[0].ID)
+	return b.f.Sched.Step(ctx, op.Steps[0].ID)
 }
 
 // drain cancels every run not ended and waits until each step has ended
@@ -237,15 +221,15 @@ func (b *bench) drain() {
 	defer cancel()
 	if b.gw != nil {
 		for _, id := range b.runs {
-			var op operation
-			if b.gw.do(ctx, http.MethodGet, "/v1/runs/"+id, nil, &op) == nil && op.State == "running" {
-				b.gw.do(ctx, http.MethodPost, "/v1/runs/"+id+"/cancel", nil, nil)
+			var op benchfleet.Operation
+			if b.gw.Do(ctx, http.MethodGet, "/v1/runs/"+id, nil, &op) == nil && op.State == "running" {
+				b.gw.Do(ctx, http.MethodPost, "/v1/runs/"+id+"/cancel", nil, nil)
 			}
 		}
 	}
 	for _, id := range b.steps {
-		err := waitFor(ctx, time.Minute, "step "+id+" to be cleaned up", func() bool {
-			st, err := b.f.sched.Step(ctx, id)
+		err := benchfleet.WaitFor(ctx, time.Minute, "step "+id+" to be cleaned up", func() bool {
+			st, err := b.f.Sched.Step(ctx, id)
 			return err == nil && st.Terminal() && !st.Phases.CleanedUp.IsZero()
 		})
 		if err != nil {
@@ -255,11 +239,11 @@ func (b *bench) drain() {
 }
 
 // both runs the gateway reader and `schedctl logs -f` on step id at once.
-func (b *bench) both(ctx context.Context, id string) (gw, direct streamResult, err error) {
+func (b *bench) both(ctx context.Context, id string) (gw, direct benchfleet.StreamResult, err error) {
 	var wg sync.WaitGroup
 	var gerr, derr error
-	wg.Go(func() { gw, gerr = b.gw.readStream(ctx, id) })
-	wg.Go(func() { direct, derr = b.f.readDirect(ctx, id) })
+	wg.Go(func() { gw, gerr = b.gw.ReadStream(ctx, id) })
+	wg.Go(func() { direct, derr = readDirect(ctx, b.f, id) })
 	wg.Wait()
 	return gw, direct, errors.Join(gerr, derr)
 }
@@ -295,15 +279,15 @@ func (b *bench) throughput(ctx context.Context, reverse bool) (throughputSample,
 		return s, err
 	}
 	p := st.Phases
-	s.gwLive, s.directLive = gl.end.Sub(p.FirstOutput), dl.end.Sub(p.FirstOutput)
-	s.gwLag, s.directLag = gl.end.Sub(p.Exited), dl.end.Sub(p.Exited)
+	s.gwLive, s.directLive = gl.End.Sub(p.FirstOutput), dl.End.Sub(p.FirstOutput)
+	s.gwLag, s.directLag = gl.End.Sub(p.Exited), dl.End.Sub(p.Exited)
 	s.step = p.Exited.Sub(p.FirstOutput)
-	s.redials = gl.redials
+	s.redials = gl.Redials
 
-	var gs, ds, as streamResult
-	readGW := func() error { gs, err = b.gw.readStream(ctx, id); return err }
-	readDirect := func() error { ds, err = b.f.readDirect(ctx, id); return err }
-	readAgent := func() error { as, err = b.f.readAgent(ctx, id); return err }
+	var gs, ds, as benchfleet.StreamResult
+	readGW := func() error { gs, err = b.gw.ReadStream(ctx, id); return err }
+	readDirect := func() error { ds, err = readDirect(ctx, b.f, id); return err }
+	readAgent := func() error { as, err = readAgent(ctx, b.f, id); return err }
 	order := []func() error{readGW, readDirect, readAgent}
 	if reverse {
 		slices.Reverse(order)
@@ -316,16 +300,16 @@ func (b *bench) throughput(ctx context.Context, reverse bool) (throughputSample,
 	if err := checkBytes("stored", n, gs, ds); err != nil {
 		return s, err
 	}
-	if as.stdout != n {
-		return s, fmt.Errorf("stored read: the agent's stream gave %d bytes of stdout, want %d", as.stdout, n)
+	if as.Stdout != n {
+		return s, fmt.Errorf("stored read: the agent's stream gave %d bytes of stdout, want %d", as.Stdout, n)
 	}
-	s.gwStored, s.directStored, s.agentStored = gs.end.Sub(gs.start), ds.end.Sub(ds.start), as.end.Sub(as.start)
+	s.gwStored, s.directStored, s.agentStored = gs.End.Sub(gs.Start), ds.End.Sub(ds.Start), as.End.Sub(as.Start)
 	return s, nil
 }
 
-func checkBytes(what string, want int64, gw, direct streamResult) error {
-	if gw.stdout != want || direct.stdout != want || gw.exit == nil || gw.exit.StdoutBytes != want {
-		return fmt.Errorf("%s read: gateway got %d bytes of stdout, schedctl %d, want %d", what, gw.stdout, direct.stdout, want)
+func checkBytes(what string, want int64, gw, direct benchfleet.StreamResult) error {
+	if gw.Stdout != want || direct.Stdout != want || gw.Exit == nil || gw.Exit.StdoutBytes != want {
+		return fmt.Errorf("%s read: gateway got %d bytes of stdout, schedctl %d, want %d", what, gw.Stdout, direct.Stdout, want)
 	}
 	return nil
 }
@@ -361,8 +345,8 @@ func (b *bench) firstByte(ctx context.Context) (firstByteSample, error) {
 	if ref.IsZero() {
 		return s, fmt.Errorf("step %s has no first_output phase", st.ID)
 	}
-	s.gw, s.direct = gr.first.Sub(ref), dr.first.Sub(ref)
-	s.lateConnect = !gr.connected.Before(ref)
-	s.redials = gr.redials
+	s.gw, s.direct = gr.First.Sub(ref), dr.First.Sub(ref)
+	s.lateConnect = !gr.Connected.Before(ref)
+	s.redials = gr.Redials
 	return s, nil
 }
