@@ -13,20 +13,18 @@ import (
 //	step id                       1-63 of a-z 0-9 - _, first a-z or 0-9     ValidateStepID
 //	workspace id (of the store)   ws- and then as a step id, 63 at most     ValidateWorkspaceID
 //	revision id                   rev- and then as a step id, 63 at most    ValidateRevisionID
-//	workspace name (node dir)     as a step id                              ValidateWorkspaceName
 //	node id                       1-63 of a-z 0-9 . - _, first a-z or 0-9   ValidateNodeID
 //	member id, gateway name,      as a node id                              ValidateName
 //	operator name (identities)
 //
 // A step id also names the step's sandbox (its containerd container, its
-// cgroup and network namespace, its workspace image) and a workspace name
-// is a directory under a node's --workspace-root, so both are narrow. A
+// cgroup and network namespace, its workspace image), so it is narrow. A
 // node id, a member id and a gateway's or operator's name are the NAME of
 // a certificate identity (spiffe://rodon/ROLE/NAME, internal/pki), which
 // also allows '.' so that host names fit. The gateway's own ids (acct-,
 // key-, ws-, sess-, run- and s-<run>-<index>) are gateway/ids.go's and fit
-// these grammars: a gateway workspace id is a step's workspace name and a
-// gateway step id is a step id.
+// these grammars: a gateway workspace id is a workspace id of the store
+// and a gateway step id is a step id.
 var (
 	stepIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
@@ -36,15 +34,6 @@ var (
 func ValidateStepID(id StepID) error {
 	if !stepIDPattern.MatchString(string(id)) {
 		return fmt.Errorf("step id %q: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit", id)
-	}
-	return nil
-}
-
-// ValidateWorkspaceName reports whether name can name a step's workspace
-// (StepSpec.Workspace): a directory under each node's --workspace-root.
-func ValidateWorkspaceName(name string) error {
-	if !stepIDPattern.MatchString(name) {
-		return fmt.Errorf("workspace name %q: want 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit", name)
 	}
 	return nil
 }
