@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +29,7 @@ func TestAgentLoss(t *testing.T) {
 	submit := func(id string, idempotent bool, script string) {
 		t.Helper()
 		_, err := c.SubmitStep(ctx, api.StepRequest{ID: id, Image: "base", CPU: 0.2, MemoryBytes: 128 << 20,
-			Args: []string{"sh", "-c", script}, Workspace: id, Idempotent: idempotent})
+			Args: []string{"sh", "-c", script}, Workspace: "ws-" + id, Idempotent: idempotent})
 		if err != nil {
 			t.Fatalf("submit %s: %v", id, err)
 		}
@@ -76,8 +75,11 @@ func TestAgentLoss(t *testing.T) {
 	}
 	// The non-idempotent step never ran again; the idempotent one did.
 	time.Sleep(time.Second)
-	if n := countLines(t, filepath.Join(f.wsRoot, "once", "lines")); n > 1 {
-		t.Errorf("non-idempotent step ran %d times", n)
+	if n, revs := storeLines(t, c, "ws-once", "lines", "once"); n != 0 || revs != 0 {
+		t.Errorf("non-idempotent step lost: its workspace has %d lines in %d revisions, want none: a lost attempt saves nothing and it never ran again", n, revs)
+	}
+	if n, revs := storeLines(t, c, "ws-again", "lines", "again"); n != 1 || revs != 1 {
+		t.Errorf("idempotent step: its workspace has %d lines in %d revisions by it, want the one of the attempt that exited", n, revs)
 	}
 
 	// a1 comes back with its data dir and destroys what it left.

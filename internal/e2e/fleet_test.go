@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,7 +25,9 @@ func TestFleetSurvivesLeaderKill(t *testing.T) {
 	testenv.RequireContainerd(t)
 	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
 	const steps = 200
-	f := &fleet{}
+	// The members share one local blob store (a directory every member
+	// opens): the steps' workspaces outlive the leader's death.
+	f := &fleet{schedArgs: []string{"--blob-store", "local://" + t.TempDir()}}
 	startSchedulers(t, f, 3)
 	startAgents(t, f, 2)
 
@@ -130,12 +131,12 @@ func TestFleetSurvivesLeaderKill(t *testing.T) {
 	rwg.Wait()
 
 	for _, s := range final {
-		lines := countLines(t, filepath.Join(f.wsRoot, s.Spec.Workspace, "lines"))
+		lines, revs := storeLines(t, survivor, s.Spec.Workspace, "lines", s.ID)
 		switch {
 		case s.State == "exited" && (s.ExitCode == nil || *s.ExitCode != 0):
 			t.Errorf("step %s exited with %v: %+v", s.ID, s.ExitCode, s)
-		case s.State == "exited" && lines != 1:
-			t.Errorf("step %s exited but its workspace has %d lines, want exactly 1 (ran %d times)", s.ID, lines, lines)
+		case s.State == "exited" && (lines != 1 || revs != 1 || s.Attempts != 1):
+			t.Errorf("step %s exited but its workspace has %d lines in %d revisions by it after %d attempts, want exactly 1 of each", s.ID, lines, revs, s.Attempts)
 		case s.State != "exited":
 			t.Errorf("step %s ended %s (%s), want exited", s.ID, s.State, s.Reason)
 		}

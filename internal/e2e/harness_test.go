@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/scheduler/client"
@@ -198,6 +200,34 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 		}
 		return nil
 	})
+}
+
+// storeLines returns how many lines file name holds at the head of
+// workspace ws of the store (0 when it has no such file), and how many of
+// the workspace's revisions step made.
+func storeLines(t *testing.T, c *client.Client, ws, name, step string) (lines, revisions int) {
+	t.Helper()
+	revs, _, err := c.Revisions(context.Background(), ws, 1000, "")
+	if err != nil && !client.IsNotFound(err) {
+		t.Fatalf("revisions of %s: %v", ws, err)
+	}
+	for _, r := range revs {
+		if r.Author.Kind == api.AuthorStep && r.Author.ID == step {
+			revisions++
+		}
+	}
+	f, err := c.File(context.Background(), ws, name, client.FileOptions{})
+	if client.IsNotFound(err) {
+		return 0, revisions
+	} else if err != nil {
+		t.Fatalf("%s of %s: %v", name, ws, err)
+	}
+	defer f.Body.Close()
+	b, err := io.ReadAll(f.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n")), revisions
 }
 
 func countLines(t *testing.T, file string) int {
