@@ -269,11 +269,14 @@ func buildResult(dir string, cache *blobcache.Cache, l manifest.Limits) (m *mani
 	return m, drops, release, nil
 }
 
-// droppedEvent is the warning that drops are not in the step's revision,
-// naming at most api.MaxFilesNamed of them.
+// droppedEvent is the warning that drops are not in the step's revision:
+// its payload names at most api.MaxFilesNamed of them (Paths, and More
+// for the rest), its message quotes them (a path may hold any byte the
+// step chose, a newline included).
 func droppedEvent(drops []dropped, ev func(string, string) cluster.Event) cluster.Event {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d paths not saved in the workspace's revision: ", len(drops))
+	var paths []string
 	for i, d := range drops {
 		if i == api.MaxFilesNamed {
 			fmt.Fprintf(&b, ", and %d more", len(drops)-i)
@@ -282,9 +285,12 @@ func droppedEvent(drops []dropped, ev func(string, string) cluster.Event) cluste
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s (%s)", d.path, d.why)
+		fmt.Fprintf(&b, "%q (%s)", d.path, d.why)
+		paths = append(paths, d.path)
 	}
-	return ev(api.WarningWorkspacePathsDropped, b.String())
+	e := ev(api.WarningWorkspacePathsDropped, b.String())
+	e.Warning.Paths, e.Warning.More = paths, len(drops)-len(paths)
+	return e
 }
 
 // errUploadRefused marks an upload the scheduler refused for good.

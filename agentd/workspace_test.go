@@ -2,6 +2,7 @@ package agentd
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -141,8 +142,17 @@ func TestMaterialiseAndResult(t *testing.T) {
 		}
 	}
 	ev := droppedEvent(drops, warning)
-	if ev.Warning == nil || ev.Warning.Cause != api.WarningWorkspacePathsDropped || !strings.Contains(ev.Message, "/etc/passwd") {
-		t.Errorf("dropped event %+v", ev)
+	if ev.Warning == nil || ev.Warning.Cause != api.WarningWorkspacePathsDropped || !strings.Contains(ev.Message, "/etc/passwd") ||
+		len(ev.Warning.Paths) != len(drops) || ev.Warning.More != 0 {
+		t.Errorf("dropped event %+v, want the %d dropped paths in its payload", ev, len(drops))
+	}
+	many := make([]dropped, api.MaxFilesNamed+3)
+	for i := range many {
+		many[i] = dropped{path: fmt.Sprintf("x\n%d", i), why: "a control character"}
+	}
+	ev = droppedEvent(many, warning)
+	if len(ev.Warning.Paths) != api.MaxFilesNamed || ev.Warning.More != 3 || strings.Contains(ev.Message, "\n") {
+		t.Errorf("dropped event of %d paths: %d named, %d more, message %q; want %d, 3, newlines quoted", len(many), len(ev.Warning.Paths), ev.Warning.More, ev.Message, api.MaxFilesNamed)
 	}
 }
 

@@ -131,6 +131,10 @@ type NotPlaceable struct {
 // Warning* codes.
 type Warning struct {
 	Cause string `json:"cause"`
+	// Paths and More, for workspace_paths_dropped: the paths left out of
+	// the step's revision (at most MaxFilesNamed), and how many more.
+	Paths []string `json:"paths,omitempty"`
+	More  int      `json:"more,omitempty"`
 }
 
 // Warning causes.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/size"
@@ -152,11 +153,35 @@ func eventMessage(e api.Event) string {
 						size.Format(o.HeadBytes), size.Format(o.TailBytes), size.Format(o.CapBytes))
 				}
 				return "output is held back until the step ends"
+			case api.WarningWorkspacePathsDropped:
+				return droppedMessage(w)
 			}
 		}
 		return "warning"
 	}
 	return e.Kind
+}
+
+// droppedMessage names the paths a step left that its revision does not
+// hold, each quoted: a path may hold any byte the step chose.
+func droppedMessage(w *api.Warning) string {
+	n := len(w.Paths) + w.More
+	if n == 0 {
+		return "paths not saved in the workspace's revision"
+	}
+	quoted := make([]string, len(w.Paths))
+	for i, p := range w.Paths {
+		quoted[i] = strconv.Quote(p)
+	}
+	what := "paths"
+	if n == 1 {
+		what = "path"
+	}
+	msg := fmt.Sprintf("%d %s not saved in the workspace's revision (a link out of the workspace, a name it cannot hold or a special file): %s", n, what, strings.Join(quoted, ", "))
+	if w.More > 0 {
+		msg += fmt.Sprintf(", and %d more", w.More)
+	}
+	return msg
 }
 
 // exitMessage is the sentence of an exited event.

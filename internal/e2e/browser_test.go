@@ -12,13 +12,15 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/browsertest"
 	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/web"
 )
 
 // browserCommand makes two files whose names would read as more in a
-// message ("a, +b.txt" and "x", a newline, "~y"), prints "line 0" to
+// message ("a, +b.txt" and "x", a newline, "~y": a name the store
+// refuses, so it is named in a warning instead), prints "line 0" to
 // "line 33" every 0.3 s, then sleeps. It ignores SIGTERM, so that a
 // cancel is confirmed only after the node's kill grace (SIGKILL): the
 // page must show "cancel requested" for that long, and the API must not
@@ -30,8 +32,9 @@ const browserCommand = `python3 -u -c "import signal, time; signal.signal(signal
 // TestBrowser drives the web page in headless Chromium against a real
 // gateway, scheduler and agent: sign in, start a run from the form, watch
 // its output arrive while it runs, cancel it and see "cancel requested"
-// and then "cancel confirmed", and the files it made listed one a name,
-// a newline escaped. It saves docs/screenshots/run.png.
+// and then "cancel confirmed", the file it made listed, and the one the
+// store refused named in a warning with its newline escaped. It saves
+// docs/screenshots/run.png.
 func TestBrowser(t *testing.T) {
 	requireBrowser(t)
 	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
@@ -198,7 +201,7 @@ func TestBrowser(t *testing.T) {
 	}
 	const readFiles = `[...document.querySelectorAll('%s li[data-change]')].map(li => ` +
 		`({change: li.dataset.change, path: li.dataset.path, text: li.querySelector('code').textContent}))`
-	wantFiles := []shownFile{{"added", "a, +b.txt", "a, +b.txt"}, {"added", "x\n~y", `"x\n~y"`}}
+	wantFiles := []shownFile{{"added", "a, +b.txt", "a, +b.txt"}}
 	for _, list := range []string{"#files-0", "#run-files"} {
 		var got []shownFile
 		waitFor(t, 10*time.Second, "the page to list the step's files in "+list, func() bool {
@@ -210,9 +213,28 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("%s lists %+v, want %+v", list, got, wantFiles)
 		}
 	}
-	if fc := op.Steps[0].FilesChanged; fc == nil || !slices.Equal(fc.Added, []string{"a, +b.txt", "x\n~y"}) || len(fc.Modified)+len(fc.Removed)+fc.More != 0 {
-		t.Errorf("the API's files_changed of step 0 = %+v, want the two files added", fc)
+	if fc := op.Steps[0].FilesChanged; fc == nil || !slices.Equal(fc.Added, []string{"a, +b.txt"}) || len(fc.Modified)+len(fc.Removed)+fc.More != 0 {
+		t.Errorf("the API's files_changed of step 0 = %+v, want a, +b.txt added", fc)
 	}
+	// The name with a newline is no path of a stored tree: the step's
+	// warning names it, typed, and the page shows it quoted.
+	st, err := newClient(t, f.urls()).Step(t.Context(), op.Steps[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped *api.Warning
+	for _, e := range st.Events {
+		if e.Warning != nil && e.Warning.Cause == api.WarningWorkspacePathsDropped {
+			dropped = e.Warning
+		}
+	}
+	if dropped == nil || !slices.Equal(dropped.Paths, []string{"x\n~y"}) {
+		t.Errorf("step 0's workspace_paths_dropped warning %+v (events %+v), want it naming \"x\\n~y\"", dropped, st.Events)
+	}
+	waitFor(t, 10*time.Second, "the page to show the dropped name quoted", func() bool {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#events').textContent`))
+		return err == nil && strings.Contains(got, `"x\n~y"`)
+	})
 	browsertest.Screenshot(t, ctx, filepath.Join("..", "..", "docs", "screenshots", "run.png"))
 	for _, p := range append(f.agents, f.schedulers...) {
 		p.stop(30 * time.Second)
