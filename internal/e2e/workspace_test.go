@@ -222,7 +222,62 @@ func TestWorkspaceRun(t *testing.T) {
 	waitFor(t, 60*time.Second, nodeA+" back and its orphans destroyed", func() bool {
 		return strings.Contains(restarted.out.String(), "destroying the sandbox of a step no longer assigned here")
 	})
-	for _, p := range append(f.agents, restarted) {
+
+	// A run whose first step ran on a node that is SIGKILLed before its
+	// second step is placed: the second runs on the other node and sees
+	// the first one's revision. (Both nodes are drained while the first
+	// step runs, so that the second waits until the first's node is dead.)
+	nodeB := s1.Node
+	waitFor(t, time.Minute, nodeA+" ready again", func() bool {
+		n, err := sched.Node(t.Context(), nodeA)
+		return err == nil && n.State == "ready"
+	})
+	if _, err := sched.DrainNode(t.Context(), nodeB, 0); err != nil {
+		t.Fatal(err)
+	}
+	op2 := owner.startRun(ws,
+		map[string]any{"image": "base", "args": []string{"sh", "-c", "echo written-before-the-loss > /workspace/loss.txt && sleep 2"}, "cpu": 0.5, "memory": "128Mi"},
+		map[string]any{"image": "base", "args": []string{"cat", "/workspace/loss.txt"}, "cpu": 0.5, "memory": "128Mi"},
+	)
+	waitFor(t, 2*time.Minute, "the run's first step running on "+nodeA, func() bool {
+		st, err := sched.Step(t.Context(), op2.Steps[0].ID)
+		return err == nil && st.State == "running" && st.Node == nodeA
+	})
+	if _, err := sched.DrainNode(t.Context(), nodeA, 0); err != nil {
+		t.Fatal(err)
+	}
+	var first2, second2 api.Step
+	waitFor(t, 2*time.Minute, "the first step's revision and the second step queued", func() bool {
+		first2, err = sched.Step(t.Context(), op2.Steps[0].ID)
+		if err != nil || first2.State != "exited" {
+			return false
+		}
+		second2, err = sched.Step(t.Context(), op2.Steps[1].ID)
+		return err == nil && second2.State == "queued"
+	})
+	restarted.kill()
+	if _, err := sched.UndrainNode(t.Context(), nodeB); err != nil {
+		t.Fatal(err)
+	}
+	done2 := owner.waitRun(op2.ID, 3*time.Minute)
+	second2, err = sched.Step(t.Context(), op2.Steps[1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done2.State != "succeeded" || second2.Node != nodeB || first2.Revision == "" || second2.Spec.BaseRevision != first2.Revision {
+		t.Fatalf("run %s %s; its second step on %s from %q, want succeeded on %s from the first step's revision %q",
+			op2.ID, done2.State, second2.Node, second2.Spec.BaseRevision, nodeB, first2.Revision)
+	}
+	if got := string(stdout(t, owner.openStream(op2.Steps[1].ID, 0).untilExit(), 1)); got != "written-before-the-loss\n" {
+		t.Errorf("the second step read %q, want the first step's file", got)
+	}
+	again := start(t, "agentd "+nodeA+" (restarted again)", append([]string{bin + "/agentd"}, killed.cmd.Args[1:]...)...)
+	// Back once more, it has swept what the kill left before it
+	// registers.
+	waitFor(t, time.Minute, nodeA+" registered once more", func() bool {
+		return strings.Contains(again.out.String(), `"msg":"registered"`)
+	})
+	for _, p := range append(f.agents, restarted, again) {
 		p.stop(30 * time.Second)
 	}
 }
