@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -178,7 +177,8 @@ func probe(c *minio.Client, bucket string) error {
 		return err
 	}
 	if !ok {
-		if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil && !strings.Contains(err.Error(), "already") {
+		err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{})
+		if code := minio.ToErrorResponse(err).Code; err != nil && code != "BucketAlreadyOwnedByYou" && code != "BucketAlreadyExists" {
 			return err
 		}
 	}
