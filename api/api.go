@@ -18,6 +18,10 @@ type Error struct {
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Revision, on a write refused as a workspace conflict (409), is the
+	// detached revision that keeps the writer's tree; its Conflict names
+	// the paths.
+	Revision *Revision `json:"revision,omitempty"`
 }
 
 // Error codes shared by every server.

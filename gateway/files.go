@@ -174,7 +174,12 @@ func (g *Gateway) fromScheduler(ctx context.Context, err error) error {
 		switch ce.Status {
 		case http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusPreconditionFailed,
 			http.StatusRequestEntityTooLarge, http.StatusRequestedRangeNotSatisfiable:
-			return &httpError{Status: ce.Status, Code: ce.Code, Message: Scrub(ce.Message, g.nodes.known(ctx)...)}
+			he := &httpError{Status: ce.Status, Code: ce.Code, Message: Scrub(ce.Message, g.nodes.known(ctx)...)}
+			if ce.Revision != nil {
+				rev := g.publicRevision(ctx, *ce.Revision)
+				he.Revision = &rev
+			}
+			return he
 		}
 	}
 	return err

@@ -411,6 +411,11 @@ func TestWorkspaceConflicts(t *testing.T) {
 	if status != 409 || !strings.Contains(string(b), "x.txt") || h.Get(DetachedHeader) == "" || !strings.Contains(string(b), h.Get(DetachedHeader)) {
 		t.Errorf("a conflicting write = %d %s (detached %q), want 409 naming x.txt and the detached revision", status, b, h.Get(DetachedHeader))
 	}
+	var refused api.Error
+	if err := json.Unmarshal(b, &refused); err != nil || refused.Detail.Revision == nil || refused.Detail.Revision.ID != h.Get(DetachedHeader) ||
+		!refused.Detail.Revision.Detached || !slices.Equal(refused.Detail.Revision.Conflict, []string{"x.txt"}) {
+		t.Errorf("a conflicting write's error document %s (%v), want the detached revision %s typed, its conflict [x.txt]", b, err, h.Get(DetachedHeader))
+	}
 	if status, content := f.file("ws-a", "x.txt", h.Get(DetachedHeader)); status != 200 || content != "mine" {
 		t.Errorf("the refused write's x.txt = %d %q, want it kept", status, content)
 	}

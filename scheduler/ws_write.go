@@ -104,7 +104,9 @@ func (s *Server) commitWrite(w http.ResponseWriter, r *http.Request, ws, base st
 		rev := *res.(*cluster.Revision)
 		if rev.Detached {
 			w.Header().Set(DetachedHeader, rev.ID)
-			return rev, conflict("%s; the tree written is kept as detached revision %s", conflictReason(plan), rev.ID)
+			e := conflict("%s; the tree written is kept as detached revision %s", conflictReason(plan), rev.ID)
+			e.Revision = &rev
+			return rev, e
 		}
 		w.Header().Set("Location", "/v1/workspaces/"+ws+"/revisions/"+rev.ID)
 		return rev, nil

@@ -205,10 +205,9 @@ func (f *filesAPI) handler() http.Handler {
 			files = maps.Clone(head.files)
 			if base := f.find(match); match != "" && base != nil && base.ID != head.ID && !bytes.Equal(base.files[p], head.files[p]) {
 				d := api.Revision{ID: "rev-detached", Workspace: testWS, Detached: true, Conflict: []string{p}, Author: api.Author{Kind: api.AuthorAccount, ID: "acct-me"}}
-				writeJSON(w, 409, struct {
-					api.Error
-					Revision api.Revision `json:"revision"`
-				}{api.NewError(api.CodeConflict, "workspace conflict: "+p+" changed by "+head.ID+" since "+match), d})
+				doc := api.NewError(api.CodeConflict, "workspace conflict: "+p+" changed by "+head.ID+" since "+match)
+				doc.Detail.Revision = &d
+				writeJSON(w, 409, doc)
 				return
 			}
 		}

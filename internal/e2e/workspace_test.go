@@ -469,8 +469,13 @@ func TestWorkspaceConflict(t *testing.T) {
 		t.Fatalf("first upload on %s = %d %s", head, code, body)
 	}
 	code, _, body = owner.putFile(ws, "out.txt", []byte("two\n"), head)
-	if code != http.StatusConflict || !strings.Contains(string(body), "out.txt") {
-		t.Fatalf("second upload on %s = %d %s, want 409 naming out.txt", head, code, body)
+	var refused api.Error
+	if code != http.StatusConflict || json.Unmarshal(body, &refused) != nil || refused.Detail.Revision == nil ||
+		!slices.Equal(refused.Detail.Revision.Conflict, []string{"out.txt"}) || !refused.Detail.Revision.Detached {
+		t.Fatalf("second upload on %s = %d %s, want 409 with its detached revision naming out.txt", head, code, body)
+	}
+	if code, b, _ := owner.getFile(ws, "out.txt", refused.Detail.Revision.ID); code != http.StatusOK || string(b) != "two\n" {
+		t.Errorf("out.txt at the refused upload's revision %s = %d %q, want it kept", refused.Detail.Revision.ID, code, b)
 	}
 	if code, b, _ := owner.getFile(ws, "out.txt", ""); code != http.StatusOK || string(b) != "one\n" {
 		t.Errorf("head out.txt = %d %q, want the first upload's", code, b)

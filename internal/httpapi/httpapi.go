@@ -29,6 +29,8 @@ type Error struct {
 	Code       string
 	Message    string
 	RetryAfter time.Duration
+	// Revision is a conflict's detached revision (api.ErrorDetail.Revision).
+	Revision *api.Revision
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -39,7 +41,9 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
-	WriteJSON(w, e.Status, api.NewError(e.Code, e.Message))
+	doc := api.NewError(e.Code, e.Message)
+	doc.Detail.Revision = e.Revision
+	WriteJSON(w, e.Status, doc)
 }
 
 // WriteJSON writes v as JSON with status (a value that does not encode

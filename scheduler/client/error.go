@@ -24,6 +24,8 @@ type Error struct {
 	// RetryAfter is the server's hint (Retry-After) when to try again;
 	// zero when it gave none.
 	RetryAfter time.Duration
+	// Revision is a workspace conflict's detached revision (409).
+	Revision *api.Revision
 }
 
 func (e *Error) Error() string {
@@ -60,7 +62,7 @@ func decodeError(hr *http.Response, body []byte) *Error {
 	}
 	var doc api.Error
 	if err := json.Unmarshal(body, &doc); err == nil && doc.Detail.Code != "" {
-		e.Code, e.Message = doc.Detail.Code, doc.Detail.Message
+		e.Code, e.Message, e.Revision = doc.Detail.Code, doc.Detail.Message, doc.Detail.Revision
 		return e
 	}
 	e.Code = codeOf(hr.StatusCode)

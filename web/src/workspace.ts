@@ -28,10 +28,9 @@ export function canWriteLibrary(me: Me): boolean {
   return (me.role === "admin" || me.role === "owner") && !(me.workspaces && me.workspaces.length > 0);
 }
 
-/** conflictPaths are the paths a 409 answer names: its detached revision's, else the ones tried. */
+/** conflictPaths are the paths a 409 answer names (its error's detached revision's), else the ones tried. */
 export function conflictPaths(answer: unknown, tried: string[]): string[] {
-  const a = answer as { revision?: Revision; conflict?: string[]; error?: { conflict?: string[] } } | undefined;
-  const named = a?.revision?.conflict ?? a?.conflict ?? a?.error?.conflict;
+  const named = (answer as { error?: { revision?: Revision } } | undefined)?.error?.revision?.conflict;
   return Array.isArray(named) && named.length > 0 ? named.map(String) : tried;
 }
 
