@@ -17,6 +17,13 @@ type Operation struct {
 	// FilesChanged is the union of the steps' files_changed, in step
 	// order; absent when no step reported one.
 	FilesChanged *FilesChanged `json:"files_changed,omitempty"`
+	// Agent is set on an agent run (api/agent.go): its agent file and
+	// what its grant holds.
+	Agent *RunAgent `json:"agent,omitempty"`
+	// Refusals counts the run's refused tool calls.
+	Refusals int `json:"refusals,omitempty"`
+	// Awaiting is the proposal a run awaiting approval waits on.
+	Awaiting *Proposal `json:"awaiting,omitempty"`
 }
 
 // Run states (Operation.State): running until the run ends, then one of
@@ -68,6 +75,9 @@ type RunStep struct {
 	// Revision is the workspace revision the step made (detached when
 	// its changes conflicted); empty when it made none.
 	Revision string `json:"revision,omitempty"`
+	// Tool is set on a step of an agent run: the tool call it is. A Bash
+	// step is also a script step (Args, Image and the rest are its).
+	Tool *ToolStep `json:"tool,omitempty"`
 }
 
 // The states of a run's step besides a step's own (RunStep.State).
@@ -108,4 +118,7 @@ type RunRequest struct {
 	Workspace string     `json:"workspace"`
 	Session   string     `json:"session"`
 	Steps     []StepSpec `json:"steps"`
+	// Agent names agents/AGENT.md at the workspace head: the run is an
+	// agent run, live, with no Steps (api/agent.go).
+	Agent string `json:"agent,omitempty"`
 }

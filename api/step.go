@@ -45,8 +45,11 @@ type StepRequest struct {
 	Workspace    string `json:"workspace,omitempty"`
 	BaseRevision string `json:"base_revision,omitempty"`
 	Library      string `json:"library,omitempty"`
-	NoInternet   bool   `json:"no_internet,omitempty"`
-	TTY          bool   `json:"tty,omitempty"`
+	// WorkspaceReadOnly mounts the workspace read-only: the step makes no
+	// revision (a Bash step of an agent without a writing tool).
+	WorkspaceReadOnly bool `json:"workspace_read_only,omitempty"`
+	NoInternet        bool `json:"no_internet,omitempty"`
+	TTY               bool `json:"tty,omitempty"`
 	// Idempotent steps are placed again after their node is lost; others
 	// run at most once.
 	Idempotent bool `json:"idempotent,omitempty"`

@@ -74,6 +74,10 @@ type StepSpec struct {
 	Workspace    string `json:"workspace,omitempty"`
 	BaseRevision string `json:"base_revision,omitempty"`
 	Library      string `json:"library,omitempty"`
+	// WorkspaceReadOnly mounts the workspace read-only (its
+	// WorkspaceAccess is ReadOnly): the step reports no tree and makes no
+	// revision.
+	WorkspaceReadOnly bool `json:"workspace_read_only,omitempty"`
 	// WorkspaceAccess and LibraryAccess are set only in an agent's
 	// assignments, like Env: presigned URLs the member answering made
 	// for the node. The replicated state never holds them.

@@ -72,6 +72,29 @@ type runRecord struct {
 	// CancelStep is the step that was live when the run was cancelled:
 	// the run's cancel is confirmed when that step's is.
 	CancelStep string `json:"cancel_step,omitempty"`
+	// Agent is set on an agent run: a live run whose steps are tool
+	// calls appended with its grant (agents.go).
+	Agent *agentRunRecord `json:"agent,omitempty"`
+}
+
+// agentRunRecord is what an agent run keeps besides a run's fields.
+type agentRunRecord struct {
+	api.RunAgent
+	// Grant is the grant's id (its jti): a grant is accepted only for
+	// the run whose record names it, while the run is live.
+	Grant string `json:"grant"`
+	// Events is the last run event's seq: the next event is Events+1,
+	// reserved by compare-and-set on the run record before it is
+	// written (kind run_event, id RUN.SEQ).
+	Events int `json:"events"`
+	// Refusals counts the refused calls.
+	Refusals int `json:"refusals"`
+	// Awaiting is the proposal the run waits on (state
+	// awaiting_approval); empty when running.
+	Awaiting string `json:"awaiting,omitempty"`
+	// Ending is set by finish (succeeded or failed, and why) until the
+	// Driver ended the run (after its live Bash step, if any, ended).
+	Ending *api.FinishRequest `json:"ending,omitempty"`
 }
 
 // liveRecord marks a run the Driver has work on (kind "run_live", id the
@@ -113,6 +136,10 @@ type runStepRecord struct {
 	View    *api.RunStep `json:"view,omitempty"`
 	Final   bool         `json:"final,omitempty"`
 	EndedAt time.Time    `json:"ended_at,omitzero"`
+	// Tool is set on a step of an agent run: the call it is. A file
+	// tool's step is ended (with its View) when its answer is written; a
+	// Bash step is a script step (Spec) the Driver submits like any.
+	Tool *api.ToolStep `json:"tool,omitempty"`
 }
 
 // Run step statuses.

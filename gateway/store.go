@@ -72,6 +72,10 @@ const (
 	kindRunExpiry = "run_expiry"
 	kindQuota     = "quota"
 	kindBootstrap = "bootstrap"
+	// Agent runs (agents.go, grant.go; docs/design/agents.md).
+	kindGrantKey = "grant_key" // id the key's kid: a gateway's public grant key
+	kindProposal = "proposal"  // id prop-...: api.Proposal
+	kindRunEvent = "run_event" // id RUN.SEQ (SEQ %08d): api.RunEvent
 )
 
 // getRecord reads the record kind/id into v and returns its version.
