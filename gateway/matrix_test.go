@@ -70,8 +70,15 @@ var matrixRows = map[string]matrixRow{
 	"GET /v1/workspaces/{id}/diff":    {path: func(f *fixture) string { return "/v1/workspaces/ws-main/diff?to=" + f.rev }, ok: 200, other: 403},
 	"POST /v1/workspaces/{id}/restore": {path: fixed("/v1/workspaces/ws-main/restore"),
 		body: func(f *fixture) string { return `{"rev":"` + f.rev + `"}` }, ok: 201, other: 403},
-	"GET /v1/audit":       {path: fixed("/v1/audit"), ok: 200},
-	"POST /v1/audit/drop": {path: fixed("/v1/audit/drop"), body: fixed(`{"before":1}`), ok: 200},
+	// Agent runs: the grant helper replaces these rows (501: not built yet).
+	"POST /v1/runs/{id}/steps":               {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/steps" }, body: fixed(`{"tool":"Read","input":{"path":"a"}}`), ok: 501, other: 403},
+	"GET /v1/runs/{id}/events":               {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/events" }, ok: 501, other: 501},
+	"POST /v1/runs/{id}/finish":              {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/finish" }, body: fixed(`{}`), ok: 501, other: 501},
+	"GET /v1/runs/{id}/proposals/{proposal}": {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/proposals/prop-x" }, ok: 501, other: 501},
+	"POST /v1/runs/{id}/approve":             {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/approve" }, body: fixed(`{"proposal":"prop-x"}`), ok: 501, other: 501},
+	"POST /v1/runs/{id}/reject":              {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/reject" }, body: fixed(`{"proposal":"prop-x"}`), ok: 501, other: 501},
+	"GET /v1/audit":                          {path: fixed("/v1/audit"), ok: 200},
+	"POST /v1/audit/drop":                    {path: fixed("/v1/audit/drop"), body: fixed(`{"before":1}`), ok: 200},
 }
 
 // matrixCreds are the credentials of the matrix, with their role and
@@ -94,6 +101,8 @@ func (row matrixRow) want(rt route, name string, role api.Role, person bool) int
 		return row.ok
 	case name == "none":
 		return http.StatusUnauthorized
+	case rt.onlyGrant:
+		return http.StatusForbidden
 	case rt.person && !person, role < rt.least:
 		return http.StatusForbidden
 	case name == "other" && rt.org:

@@ -37,6 +37,9 @@ type principal struct {
 	csrf    string
 	account *accountRecord
 	key     *keyRecord
+	// grant is set for a run's grant (grant.go): it may call only the
+	// routes marked grant, of its own run.
+	grant *grantClaims
 }
 
 // canSee reports whether the caller may read (and, with the role, act)

@@ -25,6 +25,12 @@ type route struct {
 	// acts on the whole organisation (members, keys, audit, new
 	// workspaces).
 	org bool
+	// grant admits the grant of the run named by the path's {id} too
+	// (grant.go); no other route accepts a grant.
+	grant bool
+	// onlyGrant refuses every credential but the run's grant (tool
+	// calls).
+	onlyGrant bool
 	// action names the route in the audit log ("run.create").
 	action string
 	handle func(c *call) error
@@ -59,8 +65,17 @@ func (g *Gateway) routeTable() []route {
 
 		{pattern: "POST /v1/runs", least: api.RoleEditor, action: "run.create", handle: g.handleCreateRun},
 		{pattern: "GET /v1/runs", least: api.RoleViewer, handle: g.handleRuns},
-		{pattern: "GET /v1/runs/{id}", least: api.RoleViewer, handle: g.handleRun},
+		{pattern: "GET /v1/runs/{id}", least: api.RoleViewer, grant: true, handle: g.handleRun},
 		{pattern: "POST /v1/runs/{id}/cancel", least: api.RoleEditor, action: "run.cancel", handle: g.handleCancelRun},
+
+		// Agent runs (agents.go, gates.go; docs/design/agents.md).
+		// Tool calls take the run's grant and nothing else.
+		{pattern: "POST /v1/runs/{id}/steps", least: api.RoleEditor, grant: true, onlyGrant: true, action: "run.step", handle: g.handleRunSteps},
+		{pattern: "GET /v1/runs/{id}/events", least: api.RoleViewer, grant: true, handle: g.handleRunEvents},
+		{pattern: "POST /v1/runs/{id}/finish", least: api.RoleEditor, grant: true, action: "run.finish", handle: g.handleFinishRun},
+		{pattern: "GET /v1/runs/{id}/proposals/{proposal}", least: api.RoleViewer, grant: true, handle: g.handleProposal},
+		{pattern: "POST /v1/runs/{id}/approve", least: api.RoleEditor, person: true, action: "run.approve", handle: g.handleApprove},
+		{pattern: "POST /v1/runs/{id}/reject", least: api.RoleEditor, person: true, action: "run.reject", handle: g.handleReject},
 		{pattern: "GET /v1/steps/{id}", least: api.RoleViewer, handle: g.handleStep},
 		{pattern: "GET /v1/steps/{id}/stream", least: api.RoleViewer, handle: g.handleStream},
 
@@ -180,6 +195,10 @@ func (g *Gateway) authorize(c *call, rt route) error {
 		}
 	}
 	switch {
+	case rt.onlyGrant && p.grant == nil:
+		return forbidden("%s takes the run's grant (Authorization: Bearer rg_...), as POST /v1/runs answered it; %s %s is not one", rt.pattern, p.actor.Kind, p.actor.ID)
+	case p.grant != nil && !rt.grant:
+		return forbidden("a run's grant is accepted only on its own run's routes, not %s", rt.pattern)
 	case rt.person && p.key != nil:
 		return forbidden("API keys cannot %s: sign in as a person", rt.pattern)
 	case p.Role < rt.least:
