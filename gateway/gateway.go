@@ -178,6 +178,8 @@ type Gateway struct {
 	nodes   *nodeNames
 	routes  []route
 	handler http.Handler
+	// grants issues and verifies runs' grants (grantkeys.go).
+	grants grants
 	// signinByEmail and signinByAddr rate-limit sign-in attempts.
 	signinByEmail *limiter
 	signinByAddr  *limiter
@@ -270,6 +272,7 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	g.files, _ = steps.(Files)
 	g.metrics = newMetrics(cfg.Collectors...)
 	g.nodes = &nodeNames{steps: steps}
+	g.grants = newJWSGrants(store, g.now, cfg.Name)
 	g.driver = newDriver(store, steps, g.nodes, g.libraryID, cfg.DriverInterval, g.now, logger)
 	g.routes = g.routeTable()
 	g.handler = g.buildHandler()
