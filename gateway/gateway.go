@@ -88,6 +88,9 @@ type Config struct {
 	// MaxFileSize bounds one file written through the gateway (PUT
 	// files, an upload's file, a proxied blob).
 	MaxFileSize int64
+	// ApprovalTTL is how long a person's approval of a proposal lets the
+	// run's next step apply it (gates.go); zero is DefaultApprovalTTL.
+	ApprovalTTL time.Duration
 }
 
 // Bounds of the settings (the flags of `gateway serve` check them).
@@ -151,6 +154,7 @@ func DefaultConfig() Config {
 		RunRetention:        DefaultRunRetention,
 		MaintenanceInterval: time.Minute,
 		MaxFileSize:         DefaultMaxFileSize,
+		ApprovalTTL:         DefaultApprovalTTL,
 	}
 }
 
@@ -205,6 +209,9 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ApprovalTTL <= 0 {
+		cfg.ApprovalTTL = DefaultApprovalTTL
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
