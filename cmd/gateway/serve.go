@@ -266,11 +266,15 @@ func serve(ctx context.Context, f *serveFlags, hup <-chan os.Signal, logger *slo
 	agents := relay.NewAgents(src)
 	defer agents.CloseIdleConnections()
 	rcfg.Stdin, rcfg.Resize = relay.AgentInput(sched.StreamLocation, agents)
-	rl, err := relay.New(rcfg, relay.NewAgentUpstream(sched.StreamLocation, agents), logger)
+	up := relay.NewAgentUpstream(sched.StreamLocation, agents)
+	rl, err := relay.New(rcfg, up, logger)
 	if err != nil {
 		return err
 	}
 	cfg.Stream = rl
+	// An agent's Bash call answers with its step's output, read the same
+	// way.
+	cfg.Output = up
 	if src != nil {
 		cfg.Collectors = append(cfg.Collectors, src.Collector())
 	}
