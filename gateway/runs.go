@@ -15,6 +15,7 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/gateway/agentfile"
 	"github.com/rodon-compute/rodon/gateway/relay"
 	"github.com/rodon-compute/rodon/internal/size"
 )
@@ -27,8 +28,8 @@ const (
 	maxRunRecord = 200 << 10
 )
 
-// images are the step images a run may ask for.
-var images = []string{"base", "python"}
+// images are the step images a run may ask for (defined in agentfile).
+var images = agentfile.Images
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
