@@ -78,6 +78,10 @@ func TestToolEnv(t *testing.T) {
 	if err != nil || many.Parent != head.Revision() || many.Author != step || len(many.Changes.Added) != 2 {
 		t.Fatalf("Commit of two files = %+v, %v; want one revision adding both", many, err)
 	}
+	mixed, err := env.Workspace.Commit(ctx, many.ID, []tools.Change{{Path: "m/1.txt", Delete: true}, {Path: "m/3.txt", Content: []byte("3\n")}}, "one out, one in")
+	if err != nil || mixed.Parent != many.ID || len(mixed.Changes.Added) != 1 || len(mixed.Changes.Removed) != 1 {
+		t.Fatalf("Commit of a deletion and a file = %+v, %v; want one revision", mixed, err)
+	}
 
 	// The library: readable at /library, never written.
 	lib, err := f.g.libraryID(ctx)
