@@ -41,17 +41,8 @@ func authorOf(r *http.Request) (api.Author, error) {
 		return api.Author{Kind: api.AuthorKey, ID: "gateway:" + c.id.Name}, nil
 	}
 	kind, id, _ := strings.Cut(h, ":")
-	if kind == api.AuthorStep {
-		// A tool call of an agent run (the gateway's file tools): the
-		// run's step, which is no step of the scheduler's (so the
-		// revision's Step stays empty).
-		if err := cluster.ValidateStepID(cluster.StepID(id)); err != nil {
-			return api.Author{}, badRequest("header %s %q: %v", AuthorHeader, h, err)
-		}
-		return api.Author{Kind: kind, ID: id}, nil
-	}
-	if kind != api.AuthorAccount && kind != api.AuthorKey || id == "" || len(id) > 256 || strings.IndexFunc(id, unicode.IsControl) >= 0 {
-		return api.Author{}, badRequest("header %s %q: want KIND:ID, kind account, key or step, ID of at most 256 printable characters", AuthorHeader, h)
+	if kind != api.AuthorAccount && kind != api.AuthorKey && kind != api.AuthorStep || id == "" || len(id) > 256 || strings.IndexFunc(id, unicode.IsControl) >= 0 {
+		return api.Author{}, badRequest("header %s %q: want KIND:ID, kind account, key or step (an agent run's tool call), ID of at most 256 printable characters", AuthorHeader, h)
 	}
 	return api.Author{Kind: kind, ID: id}, nil
 }
