@@ -48,6 +48,11 @@ func TestToolEnv(t *testing.T) {
 	if err != nil || e.Error != "" || e.Replacements != 1 {
 		t.Errorf("Edit = %+v, %v", e, err)
 	}
+	// The same content again is a revision that changes nothing.
+	same, err := tools.Write(ctx, env, api.WriteInput{Path: "out/b.txt", Content: "one\nTWO\n"})
+	if err != nil || same.Error != "" || same.Revision == "" || same.Revision == e.Revision {
+		t.Errorf("Write of the same content = %+v, %v; want a new revision", same, err)
+	}
 
 	// A conflict: the head moved since the revision a commit was made from.
 	head, _ = env.Workspace.Head(ctx)

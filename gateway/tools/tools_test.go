@@ -218,10 +218,6 @@ func TestWrite(t *testing.T) {
 	if c := ws.Commits[0]; c.Parent != "rev-1" || c.Message != "Write new/b.txt" || len(c.Changes) != 1 || c.Changes[0].Mode != 0o644 {
 		t.Errorf("commit = %+v, want parent rev-1, message Write new/b.txt, mode 644", c)
 	}
-	// The same content again: no revision.
-	if got, err := tools.Write(t.Context(), e, api.WriteInput{Path: "new/b.txt", Content: "hello\n"}); err != nil || got.Revision != "rev-2" || ws.Revisions() != 2 {
-		t.Errorf("Write of the same content = %+v, %v, %d revisions; want rev-2, no new revision", got, err, ws.Revisions())
-	}
 	for _, tc := range []struct {
 		path, errText string
 	}{
