@@ -197,6 +197,9 @@ type Gateway struct {
 	// libMu guards lib, the library's record once known.
 	libMu sync.Mutex
 	lib   libraryRecord
+	// contents caches file contents by digest for the file tools
+	// (tools_env.go).
+	contents contentCache
 }
 
 // New checks cfg and wires a gateway on store and steps (both usually the
