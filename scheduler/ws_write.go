@@ -40,8 +40,8 @@ func authorOf(r *http.Request) (api.Author, error) {
 		return api.Author{Kind: api.AuthorKey, ID: "gateway:" + c.id.Name}, nil
 	}
 	kind, id, _ := strings.Cut(h, ":")
-	if kind != api.AuthorAccount && kind != api.AuthorKey || id == "" || len(id) > 256 || strings.IndexFunc(id, unicode.IsControl) >= 0 {
-		return api.Author{}, badRequest("header %s %q: want KIND:ID, kind account or key, ID of at most 256 printable characters", AuthorHeader, h)
+	if kind != api.AuthorAccount && kind != api.AuthorKey && kind != api.AuthorStep || id == "" || len(id) > 256 || strings.IndexFunc(id, unicode.IsControl) >= 0 {
+		return api.Author{}, badRequest("header %s %q: want KIND:ID, kind account, key or step (an agent run's tool call), ID of at most 256 printable characters", AuthorHeader, h)
 	}
 	return api.Author{Kind: kind, ID: id}, nil
 }
