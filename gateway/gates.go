@@ -39,8 +39,11 @@ const (
 	// store's 256 KiB.
 	maxProposalRecord = 250 << 10
 	// DefaultApprovalTTL is how long an approval lets the next step
-	// apply its proposal (Config.ApprovalTTL).
+	// apply its proposal (Config.ApprovalTTL, `gateway serve
+	// --approval-ttl`), between MinApprovalTTL and MaxApprovalTTL.
 	DefaultApprovalTTL = 15 * time.Minute
+	MinApprovalTTL     = 10 * time.Second
+	MaxApprovalTTL     = 24 * time.Hour
 )
 
 const prefixProposal = "prop-"
