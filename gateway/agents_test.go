@@ -258,7 +258,9 @@ func TestAgentRefusals(t *testing.T) {
 	} {
 		w := f.call(g, rc.ID, "", tc.tool, tc.input)
 		var e struct {
-			Error struct{ Code, Message, Reason, Path, DidYouMean string `json:",omitempty"` }
+			Error struct {
+				Code, Message, Reason, Path, DidYouMean string `json:",omitempty"`
+			}
 		}
 		json.Unmarshal(w.Body.Bytes(), &e)
 		if w.Code != 403 || e.Error.Code != api.CodeRefused || e.Error.Reason != tc.reason || e.Error.Message == "" {
