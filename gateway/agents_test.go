@@ -501,3 +501,58 @@ func TestAgentRunLimits(t *testing.T) {
 		t.Errorf("refusals = %d, want %d", op.Refusals, maxToolSteps)
 	}
 }
+
+// TestAgentRunCancel: a cancel ends a live run as for a fixed run, its
+// live Bash step cancelled, and its grant with it.
+func TestAgentRunCancel(t *testing.T) {
+	f := newFixture(t)
+	rc, g := f.agentRun("runner", []string{"Read", "Bash"})
+	if w := f.call(g, rc.ID, "", "Bash", `{"command":"sleep 1000"}`); w.Code != 200 {
+		t.Fatalf("Bash = %d %s", w.Code, w.Body)
+	}
+	sid := stepID(rc.ID, 0)
+	f.sched.Start(sid)
+	f.do("editor", "POST", "/v1/runs/"+rc.ID+"/cancel", "", 200, nil)
+	if st := f.sched.step(t, sid); st.Cancel == nil {
+		t.Fatalf("the live Bash step of a cancelled run was not cancelled")
+	}
+	if w := f.call(g, rc.ID, "", "Read", `{"path":"data/a.txt"}`); w.Code != 409 {
+		t.Errorf("a call on a run being cancelled = %d %s, want 409", w.Code, w.Body)
+	}
+	f.sched.Exit(sid, 137)
+	f.g.Driver().Pass(t.Context())
+	if op := f.getRun(rc.ID); op.State != api.RunCancelled {
+		t.Errorf("cancelled run = %s, want cancelled", op.State)
+	}
+	if w := f.call(g, rc.ID, "", "Read", `{"path":"data/a.txt"}`); w.Code != 401 {
+		t.Errorf("a call after the cancel = %d %s, want 401 (the grant ended with its run)", w.Code, w.Body)
+	}
+	if evs := f.events(rc.ID, 100); eventKinds(evs) != "run_created script script run_ended" {
+		t.Errorf("events = %s, want run_created script script run_ended", eventKinds(evs))
+	}
+}
+
+// TestAgentRunRetention: a run's events are deleted with it.
+func TestAgentRunRetention(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Now().UTC()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	f := newFixtureWith(t, func(c *Config) { c.RunRetention = time.Hour; c.Now = now })
+	ctx := t.Context()
+	rc, g := f.agentRun("reader", []string{"Read"})
+	f.mustCall(g, rc.ID, "Read", `{"path":"data/a.txt"}`, 200)
+	f.do("editor", "POST", "/v1/runs/"+rc.ID+"/finish", `{}`, 200, nil)
+	f.g.Driver().Pass(ctx)
+	if n := f.store.Count(kindRunEvent); n != 3 {
+		t.Fatalf("%d run events, want 3", n)
+	}
+	mu.Lock()
+	clock = clock.Add(2 * time.Hour)
+	mu.Unlock()
+	if res, err := f.g.Maintain(ctx); err != nil || res.Runs != 1 {
+		t.Fatalf("maintenance = %+v, %v, want the agent run deleted", res, err)
+	}
+	if n := f.store.Count(kindRunEvent); n != 0 {
+		t.Errorf("%d run events after their run was deleted, want none", n)
+	}
+}
