@@ -38,9 +38,9 @@ func (f *fixture) plant(path, content string) string {
 	return rev.ID
 }
 
-// agentRun plants agent name with tools and starts a run of it as the
+// startAgent plants agent name with tools and starts a run of it as the
 // editor key: the answer, and the run's grant as a credential.
-func (f *fixture) agentRun(name string, tools []string, extra ...string) (api.RunCreated, cred) {
+func (f *fixture) startAgent(name string, tools []string, extra ...string) (api.RunCreated, cred) {
 	f.t.Helper()
 	f.plant("agents/"+name+".md", agentText(name, tools, extra...))
 	var rc api.RunCreated
@@ -161,7 +161,7 @@ func TestAgentRunCreate(t *testing.T) {
 
 func TestAgentFileTools(t *testing.T) {
 	f := newFixture(t)
-	rc, g := f.agentRun("editor", []string{"Read", "Glob", "Grep", "Write", "Edit"})
+	rc, g := f.startAgent("editor", []string{"Read", "Glob", "Grep", "Write", "Edit"})
 	ctx := t.Context()
 
 	a := f.mustCall(g, rc.ID, "Read", `{"path":"/workspace/data/a.txt"}`, 200)
@@ -244,7 +244,7 @@ func TestAgentFileTools(t *testing.T) {
 
 func TestAgentRefusals(t *testing.T) {
 	f := newFixture(t)
-	rc, g := f.agentRun("reader", []string{"Read"})
+	rc, g := f.startAgent("reader", []string{"Read"})
 	for _, tc := range []struct {
 		tool, input, reason string
 		path                bool
@@ -332,7 +332,7 @@ func TestAgentBash(t *testing.T) {
 
 	// An agent without a writing tool: its Bash steps see the workspace
 	// read-only, from its head; a non-zero exit leaves the run running.
-	rc, g := f.agentRun("looker", []string{"Read", "Bash"}, "network: none", "limits: {timeout: 2m}")
+	rc, g := f.startAgent("looker", []string{"Read", "Bash"}, "network: none", "limits: {timeout: 2m}")
 	head := f.plant("data/c.txt", "c\n")
 	sid := stepID(rc.ID, 0)
 	out.set(sid, strings.Repeat("x", 40<<10)+"the end\n", 3)
@@ -364,7 +364,7 @@ func TestAgentBash(t *testing.T) {
 
 	// An agent with a writing tool: its Bash step's revision is a run
 	// event, and a call without ?wait answers at once.
-	rc2, g2 := f.agentRun("maker", []string{"Write", "Bash"})
+	rc2, g2 := f.startAgent("maker", []string{"Write", "Bash"})
 	w = f.call(g2, rc2.ID, "", "Bash", `{"command":"echo made > made.txt"}`)
 	a, res = api.ToolAnswer{}, api.BashResult{}
 	json.Unmarshal(w.Body.Bytes(), &a)
@@ -390,7 +390,7 @@ func TestAgentBash(t *testing.T) {
 
 func TestAgentFinish(t *testing.T) {
 	f := newFixture(t)
-	rc, g := f.agentRun("reader", []string{"Read"})
+	rc, g := f.startAgent("reader", []string{"Read"})
 	f.mustCall(g, rc.ID, "Read", `{"path":"data/a.txt"}`, 200)
 	w := f.serve(f.request(g, "POST", "/v1/runs/"+rc.ID+"/finish", `{}`))
 	var op api.Operation
@@ -411,7 +411,7 @@ func TestAgentFinish(t *testing.T) {
 	}
 
 	// A person finishes a run failed, with a reason; twice is a 409.
-	rc2, _ := f.agentRun("reader2", []string{"Read"})
+	rc2, _ := f.startAgent("reader2", []string{"Read"})
 	f.do("editor", "POST", "/v1/runs/"+rc2.ID+"/finish", `{"failed":true,"reason":"the model gave up"}`, 200, &op)
 	if op.State != api.RunFailed || !slices.Contains(op.Errors, "the model gave up") {
 		t.Errorf("failed finish = %s %v, want failed with the reason", op.State, op.Errors)
@@ -423,7 +423,7 @@ func TestAgentFinish(t *testing.T) {
 
 func TestAgentEventsPaginate(t *testing.T) {
 	f := newFixture(t)
-	rc, g := f.agentRun("reader", []string{"Read", "Glob"})
+	rc, g := f.startAgent("reader", []string{"Read", "Glob"})
 	for i := range 7 {
 		f.mustCall(g, rc.ID, "Glob", fmt.Sprintf(`{"pattern":"data/%d*"}`, i), 200)
 	}
@@ -454,7 +454,7 @@ func TestAgentRunExpires(t *testing.T) {
 	now := time.Now().UTC()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	f := newFixtureWith(t, func(cfg *Config) { cfg.Now = clock })
-	rc, g := f.agentRun("runner", []string{"Read", "Bash"}, "limits: {run: 10m}")
+	rc, g := f.startAgent("runner", []string{"Read", "Bash"}, "limits: {run: 10m}")
 	// A live Bash step is cancelled when the time runs out.
 	w := f.call(g, rc.ID, "", "Bash", `{"command":"sleep 1000"}`)
 	if w.Code != 200 {
@@ -485,7 +485,7 @@ func TestAgentRunExpires(t *testing.T) {
 
 func TestAgentRunLimits(t *testing.T) {
 	f := newFixture(t)
-	rc, g := f.agentRun("reader", []string{"Read"})
+	rc, g := f.startAgent("reader", []string{"Read"})
 	// Awaiting approval and ended runs take no calls; neither does a run
 	// at its step limit.
 	for i := range maxToolSteps {
@@ -506,7 +506,7 @@ func TestAgentRunLimits(t *testing.T) {
 // live Bash step cancelled, and its grant with it.
 func TestAgentRunCancel(t *testing.T) {
 	f := newFixture(t)
-	rc, g := f.agentRun("runner", []string{"Read", "Bash"})
+	rc, g := f.startAgent("runner", []string{"Read", "Bash"})
 	if w := f.call(g, rc.ID, "", "Bash", `{"command":"sleep 1000"}`); w.Code != 200 {
 		t.Fatalf("Bash = %d %s", w.Code, w.Body)
 	}
@@ -539,7 +539,7 @@ func TestAgentRunRetention(t *testing.T) {
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	f := newFixtureWith(t, func(c *Config) { c.RunRetention = time.Hour; c.Now = now })
 	ctx := t.Context()
-	rc, g := f.agentRun("reader", []string{"Read"})
+	rc, g := f.startAgent("reader", []string{"Read"})
 	f.mustCall(g, rc.ID, "Read", `{"path":"data/a.txt"}`, 200)
 	f.do("editor", "POST", "/v1/runs/"+rc.ID+"/finish", `{}`, 200, nil)
 	f.g.Driver().Pass(ctx)
