@@ -80,8 +80,13 @@ func fileFailure(ix *index, t Target, given string, max int64) string {
 	case t.Entry == nil:
 		msg := fmt.Sprintf("no such file: %s", quote(given))
 		if !t.Library {
-			if s := ix.suggest(t.Path); s != "" && s != workspacePrefix+"/"+t.Path {
-				msg += "; did you mean " + s + "?"
+			// The path as given, then percent-decoded (a path taken
+			// literally that was meant encoded).
+			for _, p := range []string{t.Path, percentDecoded(t.Path)} {
+				if s := ix.suggest(p); s != "" && s != workspacePrefix+"/"+t.Path {
+					msg += "; did you mean " + s + "?"
+					break
+				}
 			}
 		}
 		return msg

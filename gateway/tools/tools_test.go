@@ -61,6 +61,7 @@ func TestRead(t *testing.T) {
 		{"directory", api.ReadInput{Path: "dir"}, api.ReadResult{Path: "dir", Error: "dir is a directory, not a file: list it with Glob"}},
 		{"missing", api.ReadInput{Path: "b.txt"}, api.ReadResult{Path: "b.txt", Error: "no such file: b.txt"}},
 		{"missing with a guess", api.ReadInput{Path: "sales.csv"}, api.ReadResult{Path: "sales.csv", Error: "no such file: sales.csv; did you mean /workspace/data/sales.csv?"}},
+		{"encoded", api.ReadInput{Path: "data%2Fsales.csv"}, api.ReadResult{Path: "data%2Fsales.csv", Error: "no such file: data%2Fsales.csv; did you mean /workspace/data/sales.csv?"}},
 	} {
 		got, err := tools.Read(t.Context(), e, tc.in)
 		if err != nil {
