@@ -77,6 +77,8 @@ func readFile(ctx context.Context, t Target, max int64) ([]byte, error) {
 // nothing there, a directory, a file too large.
 func fileFailure(ix *index, t Target, given string, max int64) string {
 	switch {
+	case t.IsDir():
+		return fmt.Sprintf("%s is a directory, not a file: list it with Glob", t.Name())
 	case t.Entry == nil:
 		msg := fmt.Sprintf("no such file: %s", quote(given))
 		if !t.Library {
@@ -90,12 +92,10 @@ func fileFailure(ix *index, t Target, given string, max int64) string {
 			}
 		}
 		return msg
-	case t.IsDir():
-		return fmt.Sprintf("%s is a directory, not a file: list it with Glob", t.Name())
 	case t.Entry.Type != string(manifest.File):
 		return fmt.Sprintf("%s is a %s, not a file", t.Name(), t.Entry.Type)
 	case t.Entry.Size > max:
-		return fmt.Sprintf("%s is too large: %s, more than the %s a tool reads; use Grep, or Bash", t.Name(), size.Format(t.Entry.Size), size.Format(max))
+		return fmt.Sprintf("%s (%d bytes) is larger than the %s a tool reads; use Grep, or Bash", t.Name(), t.Entry.Size, size.Format(max))
 	}
 	return ""
 }
