@@ -214,7 +214,7 @@ func TestAgentFileTools(t *testing.T) {
 		t.Errorf("run = %s [%s], want running [%s]", op.State, got, want)
 	}
 	for i, tool := range []string{"Read", "Write", "Edit", "Glob", "Grep", "Read"} {
-		if s := op.Steps[i]; s.Tool == nil || s.Tool.Name != tool || s.Tool.InputSHA256 == "" || s.Tool.Summary == "" {
+		if s := op.Steps[i]; s.Tool == nil || s.Tool.Name != tool || s.Tool.InputSHA256 == "" || s.Tool.Summary == "" || s.Tool.Input == "" {
 			t.Errorf("step %d tool = %+v, want %s with its input digest and a summary", i, s.Tool, tool)
 		}
 	}

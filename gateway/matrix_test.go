@@ -84,9 +84,9 @@ var matrixRows = map[string]matrixRow{
 		ok: 403, other: 403},
 	"GET /v1/runs/{id}/events":               {path: agentPath("/events"), ok: 200, other: 404, grant: 200},
 	"POST /v1/runs/{id}/finish":              {path: agentPath("/finish"), body: fixed(`{}`), ok: 200, other: 404, grant: 200},
-	"GET /v1/runs/{id}/proposals/{proposal}": {path: agentPath("/proposals/prop-x"), ok: 501, other: 501},
-	"POST /v1/runs/{id}/approve":             {path: agentPath("/approve"), body: fixed(`{"proposal":"prop-x"}`), ok: 501, other: 501},
-	"POST /v1/runs/{id}/reject":              {path: agentPath("/reject"), body: fixed(`{"proposal":"prop-x"}`), ok: 501, other: 501},
+	"GET /v1/runs/{id}/proposals/{proposal}": {path: agentPath("/proposals/prop-x"), ok: 404, other: 404},
+	"POST /v1/runs/{id}/approve":             {path: agentPath("/approve"), body: fixed(`{"proposal":"prop-x"}`), ok: 404, other: 404},
+	"POST /v1/runs/{id}/reject":              {path: agentPath("/reject"), body: fixed(`{"proposal":"prop-x"}`), ok: 404, other: 404},
 	"GET /v1/audit":                          {path: fixed("/v1/audit"), ok: 200},
 	"POST /v1/audit/drop":                    {path: fixed("/v1/audit/drop"), body: fixed(`{"before":1}`), ok: 200},
 }
