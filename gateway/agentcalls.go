@@ -63,7 +63,8 @@ func (g *Gateway) handleRunSteps(c *call) error {
 	}
 	now := g.now()
 	index := -1
-	run, err := g.runCAS(c.ctx, id, func(run *runRecord) ([]api.RunEvent, error) {
+	// The run as authorize read it is the first try.
+	run, err := g.runCASFrom(c.ctx, id, c.grantRun, func(run *runRecord) ([]api.RunEvent, error) {
 		if err := acceptsCalls(run); err != nil {
 			return nil, err
 		}
@@ -398,7 +399,7 @@ func (g *Gateway) runTool(ctx context.Context, t *toolCall, tool string, in any)
 		var res api.ReadResult
 		res, err = tools.Read(ctx, t.env, in.(api.ReadInput))
 		o.result, o.read = res, res.Revision
-		o.summary = fmt.Sprintf("read lines of %s (%d lines)", res.Path, res.Lines)
+		o.summary = fmt.Sprintf("read %d of %d lines of %s", strings.Count(res.Content, "\n"), res.Lines, res.Path)
 		if res.Error != "" {
 			o.failed, o.summary = true, res.Error
 		}
