@@ -61,6 +61,17 @@ func (g *Gateway) handleRunSteps(c *call) error {
 	if !slices.Contains(api.Tools, name) {
 		name = truncateUTF8(strings.ToValidUTF8(name, "?"), maxToolName)
 	}
+	if spec != nil && c.grantRun != nil {
+		// A script step queues as a fixed run's do: the quotas of queued
+		// steps hold it back.
+		q, run := g.cfg.Quotas, &c.grantRun.Value
+		if err := g.checkQueued(c.ctx, wsQuotaID(run.Workspace), q.QueuedStepsPerWorkspace, "workspace "+run.Workspace); err != nil {
+			return err
+		}
+		if err := g.checkQueued(c.ctx, byQuotaID(run.CreatedBy.ID), q.QueuedStepsPerPrincipal, run.CreatedBy.Kind+" "+run.CreatedBy.ID); err != nil {
+			return err
+		}
+	}
 	now := g.now()
 	index := -1
 	// The run as authorize read it is the first try.
