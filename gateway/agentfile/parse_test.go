@@ -133,8 +133,8 @@ func TestParseErrors(t *testing.T) {
 		// name.
 		{"no name", "---\ntools: [Read]\n---\n", 1, "name", "required: the agent's name (name: a)"},
 		{"another name", "---\nname: b\ntools: [Read]\n---\n", 2, "name", `"b": the file agents/a.md must be named a`},
-		{"a bad name", "---\nname: A_b\ntools: [Read]\n---\n", 2, "name", "want 1 to 63 lower-case letters"},
-		{"a name too long", "---\nname: " + strings.Repeat("a", 64) + "\ntools: [Read]\n---\n", 2, "name", "want 1 to 63"},
+		{"a bad name", "---\nname: A_b\ntools: [Read]\n---\n", 2, "name", `agent name "A_b": want 1-63 characters of a-z, 0-9 and '-'`},
+		{"a name too long", "---\nname: " + strings.Repeat("a", 64) + "\ntools: [Read]\n---\n", 2, "name", "want 1-63 characters"},
 		{"a name not a string", "---\nname: [a]\ntools: [Read]\n---\n", 2, "name", "want a string, got a list"},
 		{"a number as name", "---\nname: 42\ntools: [Read]\n---\n", 2, "name", "want a string, got a number (quote it if it is one)"},
 		{"an empty name", "---\nname:\ntools: [Read]\n---\n", 2, "name", "want a string, got nothing"},
