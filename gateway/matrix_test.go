@@ -31,6 +31,11 @@ func fixed(s string) func(*fixture) string { return func(*fixture) string { retu
 
 func stepOf(f *fixture) string { return stepID(f.run, 0) }
 
+// agentPath is the path of the fixture's agent run followed by rest.
+func agentPath(rest string) func(*fixture) string {
+	return func(f *fixture) string { return "/v1/runs/" + f.agent.run + rest }
+}
+
 // matrixRows has one row per route of routeTable; TestAuthorizationMatrix
 // fails for a route without one.
 var matrixRows = map[string]matrixRow{
@@ -73,13 +78,15 @@ var matrixRows = map[string]matrixRow{
 	"GET /v1/workspaces/{id}/diff":    {path: func(f *fixture) string { return "/v1/workspaces/ws-main/diff?to=" + f.rev }, ok: 200, other: 403},
 	"POST /v1/workspaces/{id}/restore": {path: fixed("/v1/workspaces/ws-main/restore"),
 		body: func(f *fixture) string { return `{"rev":"` + f.rev + `"}` }, ok: 201, other: 403},
-	// Agent runs: the grant helper replaces these rows (501: not built yet).
-	"POST /v1/runs/{id}/steps":               {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/steps" }, body: fixed(`{"tool":"Read","input":{"path":"a"}}`), ok: 501, other: 403},
-	"GET /v1/runs/{id}/events":               {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/events" }, ok: 501, other: 501},
-	"POST /v1/runs/{id}/finish":              {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/finish" }, body: fixed(`{}`), ok: 501, other: 501},
-	"GET /v1/runs/{id}/proposals/{proposal}": {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/proposals/prop-x" }, ok: 501, other: 501},
-	"POST /v1/runs/{id}/approve":             {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/approve" }, body: fixed(`{"proposal":"prop-x"}`), ok: 501, other: 501},
-	"POST /v1/runs/{id}/reject":              {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/reject" }, body: fixed(`{"proposal":"prop-x"}`), ok: 501, other: 501},
+	// Agent runs: their rows name the fixture's agent run (the run of
+	// the credential "grant"). The handlers' helpers set their ok codes.
+	"POST /v1/runs/{id}/steps": {path: agentPath("/steps"), body: fixed(`{"tool":"Read","input":{"path":"data/a.txt"}}`),
+		ok: 403, other: 403},
+	"GET /v1/runs/{id}/events":               {path: agentPath("/events"), ok: 501, other: 501},
+	"POST /v1/runs/{id}/finish":              {path: agentPath("/finish"), body: fixed(`{}`), ok: 501, other: 501},
+	"GET /v1/runs/{id}/proposals/{proposal}": {path: agentPath("/proposals/prop-x"), ok: 501, other: 501},
+	"POST /v1/runs/{id}/approve":             {path: agentPath("/approve"), body: fixed(`{"proposal":"prop-x"}`), ok: 501, other: 501},
+	"POST /v1/runs/{id}/reject":              {path: agentPath("/reject"), body: fixed(`{"proposal":"prop-x"}`), ok: 501, other: 501},
 	"GET /v1/audit":                          {path: fixed("/v1/audit"), ok: 200},
 	"POST /v1/audit/drop":                    {path: fixed("/v1/audit/drop"), body: fixed(`{"before":1}`), ok: 200},
 }
@@ -255,7 +262,7 @@ func checkAuditEntry(t *testing.T, e api.AuditEntry, action string, w interface{
 
 // TestCSRF: every write made with the cookie needs the session's token.
 func TestCSRF(t *testing.T) {
-	f := newFixture(t)
+	f := newAgentFixture(t, nil)
 	for _, rt := range f.g.routes {
 		if !rt.write() || rt.least == api.RoleNone {
 			continue
