@@ -181,7 +181,7 @@ func pairs(n *yaml.Node, field string, allowed []string, fn func(key string, v *
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" || k.Anchor != "" {
 			return errAt(k, field, "a key must be a plain word, one of %s", strings.Join(allowed, ", "))
 		}
 		name := join(field, k.Value)

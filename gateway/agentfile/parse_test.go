@@ -126,6 +126,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key by case", "---\nname: a\nTools: [Read]\n---\n", 3, "Tools", "unknown key; did you mean tools?"},
 		{"repeated key", "---\nname: a\ntools: [Read]\nname: a\n---\n", 4, "name", "repeated key (first at line 2)"},
 		{"a number as a key", "---\nname: a\n1: x\n---\n", 3, "", "a key must be a plain word"},
+		{"an anchored key", "---\n&k name: a\ntools: [Read]\n---\n", 2, "", "a key must be a plain word"},
+		{"an alias as a key", "---\nname: &k a\n*k : x\n---\n", 2, "name", "anchors and aliases"},
 		{"an anchor", "---\nname: &n a\ntools: [Read]\n---\n", 2, "name", "anchors and aliases"},
 		{"an alias", "---\nname: a\ndescription: &d x\ntools: [Read]\n---\n", 3, "description", "anchors and aliases"},
 		{"an alias in a list", "---\nname: &n a\ntools: [*n]\n---\n", 2, "name", "anchors and aliases"},
