@@ -121,10 +121,6 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 		}
 		files = append(files, api.ProposedFile{Path: target.Path, Content: f.Content, Delete: f.Delete})
 	}
-	if len(files) > 1 && slices.ContainsFunc(files, func(f api.ProposedFile) bool { return f.Delete }) {
-		// The workspace API commits a deletion only alone.
-		return api.ProposeChangeResult{}, refuseInput("ProposeChange: a deletion must be the only file of its proposal; propose the deletion and the other files apart")
-	}
 	diff, err := tools.ProposalDiff(ctx, head, files)
 	var failure tools.Failure
 	if errors.As(err, &failure) {

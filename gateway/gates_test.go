@@ -292,7 +292,6 @@ func TestProposeChange(t *testing.T) {
 		{"library", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "/library/x", Content: "x"}}}, api.RefusedReadOnly, []string{"read-only"}},
 		{"agent file", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "agents/gater.md", Content: "tools: [Bash]"}}}, api.RefusedReadOnly, []string{"agents/"}},
 		{"twice", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "data/a.txt", Content: "1"}, {Path: "/workspace/data/a.txt", Content: "2"}}}, api.RefusedInput, []string{"more than once"}},
-		{"deletion with others", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "data/a.txt", Delete: true}, {Path: "b", Content: "2"}}}, api.RefusedInput, []string{"only file"}},
 	} {
 		_, err := f.g.toolPropose(t.Context(), r.call(api.ToolProposeChange), tc.in)
 		wantRefusal(t, "ProposeChange "+tc.name, err, tc.reason, tc.words...)
