@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rodon-compute/rodon/api"
@@ -86,6 +87,47 @@ func TestGate(t *testing.T) {
 		}
 		if !slices.Contains(kinds, api.RunEventApproval) {
 			t.Errorf("run events %v, want an approval", kinds)
+		}
+	})
+
+	t.Run("one decision", func(t *testing.T) {
+		f, _ := gateFixture(t)
+		r := f.newGateRun(true)
+		p1 := r.propose(api.ProposedFile{Path: "data/a.txt", Content: gateContent}).Proposal
+		r.apply(p1)
+		r.pause(p1)
+		// People deciding at once: one decision wins, the others are told.
+		codes := make(chan int, 8)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				verb, who := "approve", "editor"
+				if i%2 == 1 {
+					verb, who = "reject", "admin"
+				}
+				codes <- f.serve(f.request(f.creds[who], "POST", "/v1/runs/"+r.id+"/"+verb, `{"proposal":"`+p1+`"}`)).Code
+			}()
+		}
+		wg.Wait()
+		close(codes)
+		var got []int
+		for c := range codes {
+			got = append(got, c)
+		}
+		slices.Sort(got)
+		if want := []int{200, 409, 409, 409, 409, 409, 409, 409}; !slices.Equal(got, want) {
+			t.Errorf("8 decisions at once answered %v, want %v", got, want)
+		}
+		decided := 0
+		for _, e := range r.events() {
+			if e.Kind == api.RunEventApproval || e.Kind == api.RunEventRejection {
+				decided++
+			}
+		}
+		if run := r.record(); decided != 1 || run.State != api.RunRunning {
+			t.Errorf("%d decisions in the run's events, run %s; want 1, running", decided, run.State)
 		}
 	})
 
