@@ -68,7 +68,7 @@ func (g *Gateway) handleRunSteps(c *call) error {
 			return nil, err
 		}
 		index = len(run.Steps)
-		s := runStepRecord{ID: stepID(run.ID, index), Index: index, Tool: &api.ToolStep{Name: name, InputSHA256: inputSHA}}
+		s := runStepRecord{ID: stepID(run.ID, index), Index: index, Tool: &api.ToolStep{Name: name, InputSHA256: inputSHA, Input: inputAccount(in)}}
 		ev := api.RunEvent{Step: s.ID, StepIndex: &s.Index, Tool: name, InputSHA256: inputSHA}
 		var events []api.RunEvent
 		switch {
@@ -215,6 +215,53 @@ func bashRequest(claims *grantClaims, in api.BashInput) (api.StepRequest, error)
 	}
 	req.WorkspaceReadOnly = !slices.ContainsFunc(claims.Tools, func(t string) bool { return slices.Contains(api.WritingTools, t) })
 	return req, nil
+}
+
+// maxInputAccount bounds ToolStep.Input.
+const maxInputAccount = 200
+
+// inputAccount is a short account of a tool's input for people (the run
+// page shows it beside the tool): the path, the pattern, the command's
+// first line, the proposal.
+func inputAccount(in any) string {
+	var s string
+	switch in := in.(type) {
+	case api.ReadInput:
+		s = in.Path
+		if in.Offset > 1 {
+			s += fmt.Sprintf(" from line %d", in.Offset)
+		}
+	case api.WriteInput:
+		s = in.Path
+	case api.EditInput:
+		s = in.Path
+	case api.GlobInput:
+		s = in.Pattern
+		if in.Path != "" {
+			s += " in " + in.Path
+		}
+	case api.GrepInput:
+		s = in.Pattern
+		if in.Path != "" {
+			s += " in " + in.Path
+		}
+		if in.Glob != "" {
+			s += " (" + in.Glob + ")"
+		}
+	case api.BashInput:
+		s, _, _ = strings.Cut(strings.TrimSpace(in.Command), "\n")
+	case api.ProposeChangeInput:
+		s = fmt.Sprintf("%d files", len(in.Files))
+		if in.Patch != "" {
+			s = "a patch"
+		}
+		if in.Message != "" {
+			s += ": " + in.Message
+		}
+	case api.ApplyChangeInput:
+		s = in.Proposal
+	}
+	return truncateUTF8(strings.ToValidUTF8(s, "?"), maxInputAccount)
 }
 
 // keptRefusal is refusal as the run record keeps it: its message bounded.

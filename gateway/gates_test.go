@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +14,6 @@ import (
 	"github.com/rodon-compute/rodon/gateway/tools"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
-
-// testClock is a clock a test moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // wsHead is ws-main's head: its revision count and the content of p
 // ("", false when it has no such file).
@@ -210,8 +191,9 @@ const gateContent = "approved content\n"
 
 // gateFixture is a fixture on a clock the test moves.
 func gateFixture(t *testing.T) (*fixture, *testClock) {
-	clock := &testClock{now: time.Now().UTC().Truncate(time.Second)}
-	f := newFixtureWith(t, func(cfg *Config) { cfg.Now = clock.Now })
+	clock := newTestClock() // grant_test.go
+	clock.t = clock.t.Truncate(time.Second)
+	f := newFixtureWith(t, func(cfg *Config) { cfg.Now = clock.now })
 	return f, clock
 }
 

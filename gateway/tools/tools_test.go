@@ -59,8 +59,10 @@ func TestRead(t *testing.T) {
 		{"library", api.ReadInput{Path: "/library/ref.csv"}, api.ReadResult{Path: "/library/ref.csv", Content: "     1\ta,b\n", Lines: 1}},
 		{"binary", api.ReadInput{Path: "bin"}, api.ReadResult{Path: "bin", Error: "bin is a binary file (4B): Read shows text only"}},
 		{"directory", api.ReadInput{Path: "dir"}, api.ReadResult{Path: "dir", Error: "dir is a directory, not a file: list it with Glob"}},
+		{"the workspace", api.ReadInput{Path: "/workspace"}, api.ReadResult{Path: "/workspace", Error: "/workspace is a directory, not a file: list it with Glob"}},
 		{"missing", api.ReadInput{Path: "b.txt"}, api.ReadResult{Path: "b.txt", Error: "no such file: b.txt"}},
 		{"missing with a guess", api.ReadInput{Path: "sales.csv"}, api.ReadResult{Path: "sales.csv", Error: "no such file: sales.csv; did you mean /workspace/data/sales.csv?"}},
+		{"encoded", api.ReadInput{Path: "data%2Fsales.csv"}, api.ReadResult{Path: "data%2Fsales.csv", Error: "no such file: data%2Fsales.csv; did you mean /workspace/data/sales.csv?"}},
 	} {
 		got, err := tools.Read(t.Context(), e, tc.in)
 		if err != nil {
@@ -175,6 +177,7 @@ func TestGrep(t *testing.T) {
 		{in: api.GrepInput{Pattern: "("}, errText: "missing closing )"},
 		{in: api.GrepInput{Pattern: ""}, errText: "empty pattern"},
 		{in: api.GrepInput{Pattern: "x", Path: "nope"}, errText: "no such file or directory"},
+		{in: api.GrepInput{Pattern: "x", Path: "big.txt"}, errText: "is larger than the 1MiB Grep reads"},
 	} {
 		got, err := tools.Grep(t.Context(), e, tc.in)
 		switch {
