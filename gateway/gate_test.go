@@ -234,6 +234,21 @@ func TestGate(t *testing.T) {
 		if !found {
 			t.Errorf("run events %+v, want a rejection of %s with its reason", r.events(), p1)
 		}
+		entries, err := f.store.Audit(t.Context(), 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var audited []string
+		for _, e := range entries {
+			var a api.AuditDocument
+			json.Unmarshal(e.Entry, &a)
+			if a.Action == "run.reject" {
+				audited = append(audited, a.Who+" "+a.Target+" "+a.Result)
+			}
+		}
+		if want := []string{f.keyOf("key-editor") + "  forbidden", accountID("editor@example.com") + " " + p1 + " ok"}; !slices.Equal(audited, want) {
+			t.Errorf("run.reject in the audit: %q, want %q", audited, want)
+		}
 	})
 
 	t.Run("another run's", func(t *testing.T) {
@@ -383,4 +398,10 @@ func TestGateThroughTheAPI(t *testing.T) {
 	if !slices.Contains(audited, accountID("editor@example.com")+" "+prop.Proposal+" ok") || len(audited) != 4 {
 		t.Errorf("run.approve in the audit: %q, want 3 refusals and the editor's approval of %s", audited, prop.Proposal)
 	}
+}
+
+// keyOf is the id of the fixture's key credential name.
+func (f *fixture) keyOf(name string) string {
+	id, _, _ := strings.Cut(strings.TrimPrefix(f.creds[name].bearer, keyPrefix), "_")
+	return prefixKey + id
 }
