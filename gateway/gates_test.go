@@ -273,8 +273,8 @@ func TestProposeChange(t *testing.T) {
 		{"traversal", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "data/../../etc/passwd", Content: "x"}}}, api.RefusedPath, []string{"outside the workspace"}},
 		{"library", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "/library/x", Content: "x"}}}, api.RefusedReadOnly, []string{"read-only"}},
 		{"agent file", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "agents/gater.md", Content: "tools: [Bash]"}}}, api.RefusedReadOnly, []string{"agents/"}},
+		{"record too large", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "big.txt", Content: strings.Repeat("a line\n", 20000)}}}, api.RefusedInput, []string{"with its diff", "fewer or smaller"}},
 		{"twice", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "data/a.txt", Content: "1"}, {Path: "/workspace/data/a.txt", Content: "2"}}}, api.RefusedInput, []string{"more than once"}},
-		{"deletion with others", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "data/a.txt", Delete: true}, {Path: "b", Content: "2"}}}, api.RefusedInput, []string{"only file"}},
 	} {
 		_, err := f.g.toolPropose(t.Context(), r.call(api.ToolProposeChange), tc.in)
 		wantRefusal(t, "ProposeChange "+tc.name, err, tc.reason, tc.words...)
@@ -308,5 +308,26 @@ func TestProposalDigest(t *testing.T) {
 	}
 	if got, want := proposalDigest([]api.ProposedFile{{Path: "b", Delete: true}}), proposalDigest([]api.ProposedFile{{Path: "b"}}); got == want {
 		t.Errorf("a deletion and an empty file have the same digest %s", got)
+	}
+}
+
+// TestProposalsGoWithTheirRun: retention deletes a run's proposals with
+// it, and no other run's.
+func TestProposalsGoWithTheirRun(t *testing.T) {
+	f, _ := gateFixture(t)
+	a, b := f.newGateRun(false), f.newGateRun(false)
+	pa := a.propose(api.ProposedFile{Path: "x", Content: "1"}).Proposal
+	pb := b.propose(api.ProposedFile{Path: "x", Content: "2"}).Proposal
+	if !strings.HasPrefix(pa, proposalPrefix(a.id)) || !validID(pa, prefixProposal) {
+		t.Fatalf("proposal id %s, want a valid id starting %s", pa, proposalPrefix(a.id))
+	}
+	if err := f.g.deleteRunProposals(t.Context(), a.id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.GetRecord(t.Context(), kindProposal, pa); !IsNotFound(err) {
+		t.Errorf("proposal %s of the deleted run: %v, want not found", pa, err)
+	}
+	if _, err := f.store.GetRecord(t.Context(), kindProposal, pb); err != nil {
+		t.Errorf("proposal %s of another run: %v, want kept", pb, err)
 	}
 }
