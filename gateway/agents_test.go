@@ -218,6 +218,9 @@ func TestAgentFileTools(t *testing.T) {
 			t.Errorf("step %d tool = %+v, want %s with its input digest and a summary", i, s.Tool, tool)
 		}
 	}
+	if fc := op.FilesChanged; fc == nil || !slices.Equal(fc.Added, []string{"data/b.txt"}) {
+		t.Errorf("run's files changed = %+v, want data/b.txt added", fc)
+	}
 	// The run's list shows the steps too.
 	var list []api.Operation
 	f.do("viewer", "GET", "/v1/runs?workspace=ws-main", "", 200, &list)
