@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -604,5 +605,37 @@ func TestAgentGateThroughCalls(t *testing.T) {
 	}
 	if e := evs[len(evs)-1]; e.Revision != applied.Revision || len(e.Changes) != 1 || e.Changes[0].Path != "data/p.txt" {
 		t.Errorf("the apply's revision event = %+v, want data/p.txt", e)
+	}
+}
+
+// TestAgentBashWaitOutlivesDeadlines: a ?wait longer than the server's
+// read and write timeouts is answered, over a real connection.
+func TestAgentBashWaitOutlivesDeadlines(t *testing.T) {
+	f := newFixtureWith(t, func(cfg *Config) {
+		cfg.Timeouts.Read, cfg.Timeouts.Write = time.Second, time.Second
+	})
+	rc, g := f.startAgent("runner", []string{"Read", "Bash"})
+	addr, stop := serveLoopback(t, f.g)
+	defer stop()
+	sid := stepID(rc.ID, 0)
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		f.sched.Start(sid)
+		f.sched.Exit(sid, 0)
+	}()
+	req := f.request(g, "POST", "http://"+addr+"/v1/runs/"+rc.ID+"/steps?wait=10s", `{"tool":"Bash","input":{"command":"true"}}`)
+	req.RequestURI = ""
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("Bash with a wait past the timeouts: %v", err)
+	}
+	defer resp.Body.Close()
+	var a api.ToolAnswer
+	var res api.BashResult
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != 200 || json.Unmarshal(a.Result, &res) != nil {
+		t.Fatalf("Bash = %d, %v", resp.StatusCode, err)
+	}
+	if res.State != api.StepExited || res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Errorf("Bash result = %+v, want exited 0 after 2.5 s", res)
 	}
 }
