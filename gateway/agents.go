@@ -72,7 +72,12 @@ func (g *Gateway) runCAS(ctx context.Context, id string, change func(*runRecord)
 // runCASFrom is runCAS starting from first, the run as just read (nil:
 // read it); a conflict reads it again.
 func (g *Gateway) runCASFrom(ctx context.Context, id string, first *versioned[runRecord], change func(*runRecord) ([]api.RunEvent, error)) (runRecord, error) {
-	for range casTries {
+	for try := range runCASTries {
+		if try > 0 {
+			if err := casPause(ctx, try); err != nil {
+				return runRecord{}, err
+			}
+		}
 		var run runRecord
 		var version uint64
 		var err error
@@ -105,8 +110,14 @@ func (g *Gateway) runCASFrom(ctx context.Context, id string, first *versioned[ru
 		writeEvents(ctx, g.store, g.log, id, events)
 		return run, nil
 	}
-	return runRecord{}, fmt.Errorf("change run %s: the record kept changing; retry", id)
+	return runRecord{}, &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
+		Message: fmt.Sprintf("run %s kept changing under other calls at once; retry", id)}
 }
+
+// runCASTries bounds runCAS's compare-and-set tries: a live run's calls
+// may come at once, and each try after a collision waits a little
+// (casPause).
+const runCASTries = quotaCASTries
 
 // reserveEvents numbers events as the next of run (an agent run) and
 // stamps those without a time.

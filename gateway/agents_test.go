@@ -639,3 +639,67 @@ func TestAgentBashWaitOutlivesDeadlines(t *testing.T) {
 		t.Errorf("Bash result = %+v, want exited 0 after 2.5 s", res)
 	}
 }
+
+// TestAgentConcurrentCalls: calls at once each become a step of their
+// own, and every event has a seq of its own (runCAS tries again on a
+// conflict, change and all).
+func TestAgentConcurrentCalls(t *testing.T) {
+	f := newFixture(t)
+	rc, g := f.startAgent("reader", []string{"Read", "Write"})
+	var wg sync.WaitGroup
+	codes := make([]int, 8)
+	for i := range codes {
+		wg.Go(func() {
+			codes[i] = f.call(g, rc.ID, "", "Write", fmt.Sprintf(`{"path":"out/%d.txt","content":"%d"}`, i, i)).Code
+		})
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("call %d = %d, want 200", i, c)
+		}
+	}
+	op := f.getRun(rc.ID)
+	if len(op.Steps) != 8 || strings.Count(stepStates(op), "done") != 8 {
+		t.Fatalf("run after 8 calls at once = [%s], want 8 steps done", stepStates(op))
+	}
+	evs := f.events(rc.ID, 100)
+	kinds := eventKinds(evs)
+	if strings.Count(kinds, "tool_call") != 8 || strings.Count(kinds, "revision") != 8 {
+		t.Errorf("events = %s, want 8 tool calls and 8 revisions", kinds)
+	}
+	for i, e := range evs {
+		if e.Seq != i+1 {
+			t.Errorf("event %d has seq %d, want %d", i, e.Seq, i+1)
+		}
+	}
+}
+
+// TestAgentLostCall: a file tool's step whose gateway never answered it
+// fails once toolCallStale passed.
+func TestAgentLostCall(t *testing.T) {
+	clock := newTestClock()
+	f := newFixtureWith(t, func(c *Config) { c.Now = clock.now })
+	rc, _ := f.startAgent("reader", []string{"Read"})
+	// A call appended (calling) by a gateway that then went away.
+	if _, err := f.g.runCAS(t.Context(), rc.ID, func(run *runRecord) ([]api.RunEvent, error) {
+		run.Steps = append(run.Steps, runStepRecord{ID: stepID(run.ID, 0), Status: stepCalling, Tool: &api.ToolStep{Name: "Read"},
+			View: &api.RunStep{State: api.StepRunning, Phases: api.Phases{Started: clock.now()}}})
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.g.Driver().Pass(t.Context())
+	if op := f.getRun(rc.ID); op.Steps[0].State != api.StepRunning {
+		t.Fatalf("a call in flight = %s, want running", op.Steps[0].State)
+	}
+	clock.advance(toolCallStale)
+	f.g.Driver().Pass(t.Context())
+	op := f.getRun(rc.ID)
+	if op.Steps[0].State != api.StepFailed || op.State != api.RunRunning {
+		t.Errorf("a lost call = %s in a %s run, want failed, the run running", op.Steps[0].State, op.State)
+	}
+	if evs := f.events(rc.ID, 100); eventKinds(evs) != "run_created tool_call" || evs[1].State != api.StepFailed {
+		t.Errorf("events = %s, want the lost call's failure", eventKinds(evs))
+	}
+}
