@@ -262,6 +262,13 @@ func TestGrantTampered(t *testing.T) {
 			f.wantRefused(tc.name, tc.c, f.agent.run, 401, badGrantMessage)
 		})
 	}
+	// A gateway whose clock is a few seconds ahead issued it: accepted.
+	ahead := sign(t, s, custom, at(func(r *jwt.Claims) {
+		r.NotBefore, r.IssuedAt = jwt.NewNumericDate(now.Add(3*time.Second)), jwt.NewNumericDate(now.Add(3*time.Second))
+	}))
+	if code, body := f.callRun(ahead, f.agent.run); code != 200 {
+		t.Errorf("a grant from a clock %v ahead = %d %s, want 200", 3*time.Second, code, body)
+	}
 	// The right key's token of the same claims is accepted: the refusals
 	// above are the change, not the harness.
 	if code, body := f.callRun(sign(t, s, custom, reg), f.agent.run); code != 200 {
@@ -377,6 +384,14 @@ func TestGrantKeyDeleted(t *testing.T) {
 	f.wantRefused("the issuing gateway, after the recheck", c, f.agent.run, 401, badGrantMessage)
 	if _, err := g2.grants.verify(t.Context(), c.bearer); !errors.Is(err, errBadGrant) {
 		t.Errorf("the other gateway's verify after the recheck = %v, want errBadGrant", err)
+	}
+	// The issuing gateway signs with a new key from then on.
+	run, _, fresh := f.agentRun(wsMain, time.Hour)
+	if k := kidOf(t, fresh); k == kid {
+		t.Errorf("a grant after its key's record was deleted is signed by that key %s, want a new one", kid)
+	}
+	if code, body := f.callRun(fresh, run); code != 200 {
+		t.Errorf("a grant of the new key = %d %s, want 200", code, body)
 	}
 }
 
