@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,10 +72,6 @@ func (w *toolWorkspace) Head(ctx context.Context) (tools.Tree, error) {
 			return nil, fmt.Errorf("read the tree of %s in workspace %s: %w", t.rev, w.ws, w.g.fromScheduler(ctx, err))
 		}
 		w.g.contents.putTree(w.ws, t.rev, t.entries)
-	}
-	t.byPath = make(map[string]int, len(t.entries))
-	for i, e := range t.entries {
-		t.byPath[e.Path] = i
 	}
 	return t, nil
 }
@@ -203,12 +200,12 @@ func (w *toolWorkspace) upload(ctx context.Context, u string, b []byte) error {
 // uploadClient PUTs blobs to an object store's presigned URLs.
 var uploadClient = &http.Client{Timeout: 5 * time.Minute}
 
-// toolTree is one revision's tree.
+// toolTree is one revision's tree: its entries sorted by path, as the
+// scheduler answers them, shared with the cache (never modified).
 type toolTree struct {
 	w       *toolWorkspace
 	rev     string
 	entries []api.TreeEntry
-	byPath  map[string]int
 }
 
 func (t *toolTree) Revision() string         { return t.rev }
@@ -218,7 +215,7 @@ func (t *toolTree) Entries() []api.TreeEntry { return t.entries }
 // when it is there, else from the scheduler (cached when small, its
 // digest checked first).
 func (t *toolTree) Open(ctx context.Context, p string) (io.ReadCloser, error) {
-	i, ok := t.byPath[p]
+	i, ok := slices.BinarySearchFunc(t.entries, p, func(e api.TreeEntry, p string) int { return strings.Compare(e.Path, p) })
 	if !ok || t.entries[i].Type != string(manifest.File) {
 		return nil, fmt.Errorf("%s is not a file of revision %s", p, t.rev)
 	}

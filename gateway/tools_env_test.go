@@ -87,6 +87,10 @@ func TestToolEnv(t *testing.T) {
 	if err != nil || mixed.Parent != many.ID || len(mixed.Changes.Added) != 1 || len(mixed.Changes.Removed) != 1 {
 		t.Fatalf("Commit of a deletion and a file = %+v, %v; want one revision", mixed, err)
 	}
+	gone, err := env.Workspace.Commit(ctx, mixed.ID, []tools.Change{{Path: "m/3.txt", Delete: true}}, "one out")
+	if err != nil || gone.Parent != mixed.ID || len(gone.Changes.Removed) != 1 || gone.Author != step {
+		t.Fatalf("Commit of a deletion = %+v, %v; want one revision removing m/3.txt", gone, err)
+	}
 
 	// The library: readable at /library, never written.
 	lib, err := f.g.libraryID(ctx)
