@@ -127,13 +127,26 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 	switch {
 	case in.Patch != "" && len(in.Files) > 0:
 		return api.ProposeChangeResult{}, refuseInput("ProposeChange takes either files or patch, not both")
-	case in.Patch != "":
-		// No well-kept parser of git's unified diffs is among the
-		// modules this build may use: say so rather than guess.
-		return api.ProposeChangeResult{}, refuseInput("ProposeChange: patch is not supported by this gateway; send files [{\"path\", \"content\"} or {\"path\", \"delete\": true}] with each file's whole new content")
-	case len(in.Files) == 0:
-		return api.ProposeChangeResult{}, refuseInput("ProposeChange: want files [{\"path\", \"content\"} or {\"path\", \"delete\": true}], at least one")
-	case len(in.Files) > maxProposalFiles:
+	case in.Patch == "" && len(in.Files) == 0:
+		return api.ProposeChangeResult{}, refuseInput("ProposeChange: want files [{\"path\", \"content\"} or {\"path\", \"delete\": true}], at least one, or a patch (a unified diff against the head)")
+	}
+	head, err := t.env.Workspace.Head(ctx)
+	if err != nil {
+		return api.ProposeChangeResult{}, fmt.Errorf("read the head of workspace %s: %w", t.run.Workspace, err)
+	}
+	var failure tools.Failure
+	if in.Patch != "" {
+		// A patch is the files it makes of the head, whole.
+		files, err := tools.PatchFiles(ctx, head, in.Patch)
+		if errors.As(err, &failure) {
+			return api.ProposeChangeResult{Base: head.Revision(), Error: string(failure)}, nil
+		}
+		if err != nil {
+			return api.ProposeChangeResult{}, err
+		}
+		in.Files = files
+	}
+	if len(in.Files) > maxProposalFiles {
 		return api.ProposeChangeResult{}, refuseInput("ProposeChange: %d files, at most %d in one proposal", len(in.Files), maxProposalFiles)
 	}
 	total := 0
@@ -142,10 +155,6 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 	}
 	if total > maxProposalBytes {
 		return api.ProposeChangeResult{}, refuseInput("ProposeChange: %d bytes of content, at most %d (192 KiB) in one proposal", total, maxProposalBytes)
-	}
-	head, err := t.env.Workspace.Head(ctx)
-	if err != nil {
-		return api.ProposeChangeResult{}, fmt.Errorf("read the head of workspace %s: %w", t.run.Workspace, err)
 	}
 	// Each path as the workspace's tree path it writes (symlinks
 	// inside the tree followed), confined as every write is.
@@ -158,7 +167,6 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 		files = append(files, api.ProposedFile{Path: target.Path, Content: f.Content, Delete: f.Delete})
 	}
 	diff, err := tools.ProposalDiff(ctx, head, files)
-	var failure tools.Failure
 	if errors.As(err, &failure) {
 		return api.ProposeChangeResult{Base: head.Revision(), Error: string(failure)}, nil
 	}
