@@ -61,9 +61,21 @@ func (g *Gateway) handleRunSteps(c *call) error {
 	if !slices.Contains(api.Tools, name) {
 		name = truncateUTF8(strings.ToValidUTF8(name, "?"), maxToolName)
 	}
+	if spec != nil && c.grantRun != nil {
+		// A script step queues as a fixed run's do: the quotas of queued
+		// steps hold it back.
+		q, run := g.cfg.Quotas, &c.grantRun.Value
+		if err := g.checkQueued(c.ctx, wsQuotaID(run.Workspace), q.QueuedStepsPerWorkspace, "workspace "+run.Workspace); err != nil {
+			return err
+		}
+		if err := g.checkQueued(c.ctx, byQuotaID(run.CreatedBy.ID), q.QueuedStepsPerPrincipal, run.CreatedBy.Kind+" "+run.CreatedBy.ID); err != nil {
+			return err
+		}
+	}
 	now := g.now()
 	index := -1
-	run, err := g.runCAS(c.ctx, id, func(run *runRecord) ([]api.RunEvent, error) {
+	// The run as authorize read it is the first try.
+	run, err := g.runCASFrom(c.ctx, id, c.grantRun, func(run *runRecord) ([]api.RunEvent, error) {
 		if err := acceptsCalls(run); err != nil {
 			return nil, err
 		}
@@ -290,6 +302,8 @@ type toolOutcome struct {
 	failed   bool
 	refusal  *api.Refusal
 	awaiting bool
+	// files is what the revision made changed.
+	files *api.FilesChanged
 	// err is the gateway's own failure.
 	err error
 }
@@ -312,11 +326,11 @@ func (g *Gateway) fileCall(c *call, run *runRecord, claims *grantClaims, index i
 	}
 	var revEvents []api.RunEvent
 	if o.revision != "" {
-		evs, err := revisionEvents(c.ctx, g.files, run.Workspace, o.revision, s.ID, index)
+		evs, fc, err := revisionChanges(c.ctx, g.files, run.Workspace, o.revision, s.ID, index)
 		if err != nil {
 			g.log.Warn("read a tool's revision for its events", "run", run.ID, "step", s.ID, "revision", o.revision, "error", err)
 		}
-		revEvents = evs
+		revEvents, o.files = evs, fc
 	}
 	ended, err := g.endToolStep(c.ctx, run.ID, index, tool, o, revEvents)
 	if err != nil {
@@ -366,7 +380,7 @@ func (g *Gateway) endToolStep(ctx context.Context, id string, index int, tool st
 			started = s.View.Phases.Started
 		}
 		s.Status, s.EndedAt, s.Final = stepEnded, now, true
-		s.View = &api.RunStep{State: state, Phases: api.Phases{Started: started, Exited: now}, Revision: o.revision}
+		s.View = &api.RunStep{State: state, Phases: api.Phases{Started: started, Exited: now}, Revision: o.revision, FilesChanged: o.files}
 		s.Tool.Summary, s.Tool.Read, s.Tool.Proposal = truncateUTF8(o.summary, maxSummary), o.read, o.proposal
 		ev := api.RunEvent{Step: s.ID, StepIndex: &s.Index, Tool: tool, InputSHA256: s.Tool.InputSHA256,
 			Summary: s.Tool.Summary, Proposal: o.proposal, Revision: o.revision, State: state}
@@ -398,7 +412,7 @@ func (g *Gateway) runTool(ctx context.Context, t *toolCall, tool string, in any)
 		var res api.ReadResult
 		res, err = tools.Read(ctx, t.env, in.(api.ReadInput))
 		o.result, o.read = res, res.Revision
-		o.summary = fmt.Sprintf("read lines of %s (%d lines)", res.Path, res.Lines)
+		o.summary = fmt.Sprintf("read %d of %d lines of %s", strings.Count(res.Content, "\n"), res.Lines, res.Path)
 		if res.Error != "" {
 			o.failed, o.summary = true, res.Error
 		}

@@ -218,6 +218,9 @@ func TestAgentFileTools(t *testing.T) {
 			t.Errorf("step %d tool = %+v, want %s with its input digest and a summary", i, s.Tool, tool)
 		}
 	}
+	if fc := op.FilesChanged; fc == nil || !slices.Equal(fc.Added, []string{"data/b.txt"}) {
+		t.Errorf("run's files changed = %+v, want data/b.txt added", fc)
+	}
 	// The run's list shows the steps too.
 	var list []api.Operation
 	f.do("viewer", "GET", "/v1/runs?workspace=ws-main", "", 200, &list)
@@ -554,5 +557,52 @@ func TestAgentRunRetention(t *testing.T) {
 	}
 	if n := f.store.Count(kindRunEvent); n != 0 {
 		t.Errorf("%d run events after their run was deleted, want none", n)
+	}
+}
+
+// TestAgentGateThroughCalls: a gated ApplyChange pauses the run on its
+// proposal (202, the run awaiting_approval showing it, every call a 409
+// naming it) until a person approves; the next call applies it.
+func TestAgentGateThroughCalls(t *testing.T) {
+	f := newFixture(t)
+	rc, g := f.startAgent("gated", []string{"Read", "ProposeChange", "ApplyChange"}, "gates: [{tool: ApplyChange}]")
+	a := f.mustCall(g, rc.ID, "ProposeChange", `{"files":[{"path":"data/p.txt","content":"p\n"}]}`, 200)
+	var prop api.ProposeChangeResult
+	json.Unmarshal(a.Result, &prop)
+	if prop.Proposal == "" || a.Step.Tool.Proposal != prop.Proposal {
+		t.Fatalf("ProposeChange = %+v, step %+v, want a proposal", prop, a.Step.Tool)
+	}
+	a = f.mustCall(g, rc.ID, "ApplyChange", `{"proposal":"`+prop.Proposal+`"}`, 202)
+	if a.Step.State != api.StepAwaitingApproval {
+		t.Errorf("gated ApplyChange step = %s, want awaiting_approval", a.Step.State)
+	}
+	op := f.getRun(rc.ID)
+	if op.State != api.RunAwaitingApproval || op.Awaiting == nil || op.Awaiting.ID != prop.Proposal {
+		t.Fatalf("run = %s awaiting %+v, want awaiting_approval on %s", op.State, op.Awaiting, prop.Proposal)
+	}
+	if w := f.call(g, rc.ID, "", "Read", `{"path":"data/a.txt"}`); w.Code != 409 || !strings.Contains(w.Body.String(), prop.Proposal) {
+		t.Errorf("a call while awaiting = %d %s, want 409 naming %s", w.Code, w.Body, prop.Proposal)
+	}
+	var listed []api.Operation
+	f.do("viewer", "GET", "/v1/runs?workspace=ws-main&state=awaiting_approval", "", 200, &listed)
+	if len(listed) != 1 || listed[0].ID != rc.ID {
+		t.Errorf("runs awaiting approval = %d, want this one", len(listed))
+	}
+	f.do("editor", "POST", "/v1/runs/"+rc.ID+"/approve", `{"proposal":"`+prop.Proposal+`"}`, 200, nil)
+	a = f.mustCall(g, rc.ID, "ApplyChange", `{"proposal":"`+prop.Proposal+`"}`, 200)
+	var applied api.ApplyChangeResult
+	json.Unmarshal(a.Result, &applied)
+	if applied.Revision == "" || a.Step.State != api.StepDone {
+		t.Fatalf("approved ApplyChange = %+v, step %s, want a revision, done", applied, a.Step.State)
+	}
+	if got, ok := f.wsFile("data/p.txt"); !ok || got != "p\n" {
+		t.Errorf("data/p.txt after the apply = %q, %v, want p", got, ok)
+	}
+	evs := f.events(rc.ID, 100)
+	if got, want := eventKinds(evs), "run_created proposal awaiting_approval refusal approval tool_call revision"; got != want && got != "run_created proposal awaiting_approval approval tool_call revision" {
+		t.Errorf("events = %s, want %s", got, want)
+	}
+	if e := evs[len(evs)-1]; e.Revision != applied.Revision || len(e.Changes) != 1 || e.Changes[0].Path != "data/p.txt" {
+		t.Errorf("the apply's revision event = %+v, want data/p.txt", e)
 	}
 }
