@@ -92,6 +92,10 @@ type agentRunRecord struct {
 	// Awaiting is the proposal the run waits on (state
 	// awaiting_approval); empty when running.
 	Awaiting string `json:"awaiting,omitempty"`
+	// Approved is the proposal a person approved last (gates.go): the
+	// step its record names (ForStep) may apply it and no other
+	// proposal. Kept after that step; its ForStep has passed then.
+	Approved string `json:"approved,omitempty"`
 	// Ending is set by finish (succeeded or failed, and why) until the
 	// Driver ended the run (after its live Bash step, if any, ended).
 	Ending *api.FinishRequest `json:"ending,omitempty"`
@@ -126,7 +130,8 @@ type runStepRecord struct {
 	Spec  api.StepRequest `json:"spec"`
 	// Status is pending (not submitted yet), submitted, ended (the
 	// scheduler's record is terminal and the run moved on) or skipped
-	// (cancelled without running).
+	// (cancelled without running); a file tool's step is calling until
+	// its answer ends it.
 	Status string `json:"status"`
 	// View is the ended step as the API shows it, taken from the
 	// scheduler when the step ended and kept up to date until Final (its
@@ -148,12 +153,21 @@ const (
 	stepSubmitted = "submitted"
 	stepEnded     = "ended"
 	stepSkipped   = "skipped"
+	// stepCalling is a file tool's step of an agent run while the gateway
+	// answers it (agents.go); the Driver leaves it alone.
+	stepCalling = "calling"
 )
+
+// live reports whether the run has not ended: running, or an agent run
+// awaiting approval.
+func (r *runRecord) live() bool {
+	return r.State == api.RunRunning || r.State == api.RunAwaitingApproval
+}
 
 // settled reports whether the run is over and its cancel, if any, settled:
 // nothing is left for the Driver to do.
 func (r *runRecord) settled() bool {
-	if r.State == api.RunRunning || r.Cancel != nil && r.Cancel.ConfirmedAt.IsZero() && r.Cancel.Unverified == "" {
+	if r.live() || r.Cancel != nil && r.Cancel.ConfirmedAt.IsZero() && r.Cancel.Unverified == "" {
 		return false
 	}
 	for _, s := range r.Steps {
