@@ -401,7 +401,12 @@ class Loop:
             self.last_proposal = (body.get("result") or {}).get("proposal") or self.last_proposal
         text, is_error = observe(call, status, body)
         step = (body or {}).get("step") or {}
-        head = f"< step {step.get('index', '?')} {step.get('state', status)}"
+        if step:
+            head = f"< step {step.get('index')} {step.get('state')}"
+        elif status == 403:
+            head = "< refused"
+        else:
+            head = f"< {status}"
         summary = (step.get("tool") or {}).get("summary")
         if summary:
             head += f": {summary}"
