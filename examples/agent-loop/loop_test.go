@@ -154,30 +154,45 @@ func (f *testGateway) put(path, content string) {
 }
 
 // playNode runs the node's part until ctx ends: every step placed on n1
-// starts and exits 0, as the real node would for `wc -l`.
-func (f *testGateway) playNode(ctx context.Context) {
+// starts, and exits 0 after exitAfter, as the real node would for
+// `wc -l`.
+func (f *testGateway) playNode(ctx context.Context, exitAfter func() time.Duration) {
 	seen := map[cluster.StepID]bool{}
 	for ctx.Err() == nil {
 		for _, s := range f.sc.State().Steps(scheduler.StepFilter{Node: "n1", State: cluster.StatePlaced}) {
 			if !seen[s.ID] {
 				seen[s.ID] = true
 				f.node.Start(string(s.ID))
-				f.node.Exit(string(s.ID), 0)
+				d := exitAfter()
+				go func() {
+					select {
+					case <-ctx.Done():
+					case <-time.After(d):
+						f.node.Exit(string(s.ID), 0)
+					}
+				}()
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// approveWhenAwaiting approves, as the owner, the proposal run id waits
-// on, once it waits; it returns when it did or ctx ended.
-func (f *testGateway) approveWhenAwaiting(ctx context.Context, runID func() string) {
+// playGate is the person at the run page until ctx ends: each run of the
+// workspace that awaits approval gets its proposal approved, or rejected
+// with a reason when reject says so.
+func (f *testGateway) playGate(ctx context.Context, reject func() bool) {
 	for ctx.Err() == nil {
-		if id := runID(); id != "" {
-			var op api.Operation
-			if code, _ := f.do("GET", "/v1/runs/"+id, "", nil, &op); code == 200 && op.State == api.RunAwaitingApproval && op.Awaiting != nil {
-				f.must(http.StatusOK, "POST", "/v1/runs/"+id+"/approve", "", api.ApproveRequest{Proposal: op.Awaiting.ID}, nil)
-				return
+		var ops []api.Operation
+		if code, _ := f.do("GET", "/v1/runs?workspace="+f.ws, "", nil, &ops); code == 200 {
+			for _, op := range ops {
+				if op.State != api.RunAwaitingApproval || op.Awaiting == nil {
+					continue
+				}
+				action, req := "/approve", api.ApproveRequest{Proposal: op.Awaiting.ID}
+				if reject() {
+					action, req.Reason = "/reject", "not this summary"
+				}
+				f.must(http.StatusOK, "POST", "/v1/runs/"+op.ID+action, "", req, nil)
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -186,7 +201,7 @@ func (f *testGateway) approveWhenAwaiting(ctx context.Context, runID func() stri
 
 // loop runs agent.py with script against the gateway; it returns its
 // exit code and output.
-func (f *testGateway) loop(script string, onOutput func(string)) (int, string) {
+func (f *testGateway) loop(script string, args ...string) (int, string) {
 	f.t.Helper()
 	file := filepath.Join(f.t.TempDir(), "calls.json")
 	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
@@ -194,24 +209,10 @@ func (f *testGateway) loop(script string, onOutput func(string)) (int, string) {
 	}
 	ctx, cancel := context.WithTimeout(f.t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python3(f.t), "agent.py", "--workspace", f.ws, "--agent", "analyst", "--script", file, "--poll", "0.2")
+	cmd := exec.CommandContext(ctx, python3(f.t), append([]string{"agent.py", "--workspace", f.ws, "--agent", "analyst", "--script", file, "--poll", "0.2"}, args...)...)
 	cmd.Env = append(os.Environ(), "RODON_GATEWAY="+f.site, "RODON_KEY="+f.key)
 	var out testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if onOutput != nil {
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-					onOutput(out.String())
-				}
-			}
-		}()
-	}
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
@@ -228,33 +229,23 @@ func (f *testGateway) loop(script string, onOutput func(string)) (int, string) {
 // API key, a Glob, a refused Read naming the path it meant, a Read, a Bash
 // step waited for, a Write refused as not granted, a proposal, a gated
 // ApplyChange that waits for the owner's approval and then applies it, and
-// the finish; the run succeeded and the workspace holds the change. A
-// script that finishes failed makes the loop exit 1.
+// the finish; the run succeeded and the workspace holds the change. Then a
+// Bash step that outlives ?wait (the loop waits for its end) and a
+// rejected proposal (told to the model; the run goes on); and a script
+// that finishes failed, which makes the loop exit 1.
 func TestAgentLoop(t *testing.T) {
 	f := newTestGateway(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go f.playNode(ctx)
 	var (
-		mu    sync.Mutex
-		runID string
+		mu        sync.Mutex
+		exitAfter time.Duration
+		reject    bool
 	)
-	setRun := func(out string) {
-		if i := strings.Index(out, "#/runs/"); i >= 0 {
-			id, _, _ := strings.Cut(out[i+len("#/runs/"):], "\n")
-			mu.Lock()
-			runID = strings.TrimSpace(id)
-			mu.Unlock()
-		}
-	}
-	getRun := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return runID
-	}
-	go f.approveWhenAwaiting(ctx, getRun)
+	go f.playNode(ctx, func() time.Duration { mu.Lock(); defer mu.Unlock(); return exitAfter })
+	go f.playGate(ctx, func() bool { mu.Lock(); defer mu.Unlock(); return reject })
 
-	script := `{"calls": [
+	code, out := f.loop(`{"calls": [
   {"tool": "Glob", "input": {"pattern": "**/*.csv"}},
   {"tool": "Read", "input": {"path": "/data/sales.csv"}},
   {"tool": "Read", "input": {"path": "data/sales.csv"}},
@@ -262,28 +253,29 @@ func TestAgentLoop(t *testing.T) {
   {"tool": "Write", "input": {"path": "summary.md", "content": "no"}},
   {"tool": "ProposeChange", "input": {"files": [{"path": "summary.md", "content": "# Sales\n42\n"}], "message": "a summary"}},
   {"tool": "ApplyChange", "input": {"proposal": "$last"}}
-], "finish": {"reason": "summary written"}}`
-	code, out := f.loop(script, setRun)
+], "finish": {"reason": "summary written"}}`)
 	t.Logf("agent.py:\n%s", out)
 	if code != 0 {
 		t.Fatalf("agent.py exit code %d, want 0", code)
 	}
+	runID := runOf(t, out)
 	for _, want := range []string{
-		"data/sales.csv", // the Glob's match
+		"#/runs/" + runID,                         // the run page
+		`"data/sales.csv"`,                        // the Glob's match
 		"did you mean: /workspace/data/sales.csv", // the refused Read
 		"     2\tnorth,10",                        // the Read's numbered lines
 		"exit code 0",                             // the Bash step
 		api.RefusedTool,                           // the Write
 		"waiting for a person to approve",         // the gate
 		"approved by",
-		"run " + getRun() + " succeeded",
+		"run " + runID + " succeeded",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("agent.py's output does not say %q", want)
 		}
 	}
 	var op api.Operation
-	f.must(http.StatusOK, "GET", "/v1/runs/"+getRun(), "", nil, &op)
+	f.must(http.StatusOK, "GET", "/v1/runs/"+runID, "", nil, &op)
 	if op.State != api.RunSucceeded || op.Refusals != 2 {
 		t.Errorf("run %s: %s with %d refusals, want succeeded with 2", op.ID, op.State, op.Refusals)
 	}
@@ -292,9 +284,40 @@ func TestAgentLoop(t *testing.T) {
 		t.Errorf("summary.md after the run = %d %q, want the approved proposal's content", code, b)
 	}
 
+	// A Bash step that outlives its wait, and a rejection.
+	mu.Lock()
+	exitAfter, reject = 2*time.Second, true
+	mu.Unlock()
+	code, out = f.loop(`{"calls": [
+  {"tool": "Bash", "input": {"command": "sleep 2"}},
+  {"tool": "ProposeChange", "input": {"files": [{"path": "summary.md", "content": "other\n"}]}},
+  {"tool": "ApplyChange", "input": {"proposal": "$last"}},
+  {"tool": "Glob", "input": {"pattern": "*.md"}}
+]}`, "--wait", "1s")
+	t.Logf("agent.py:\n%s", out)
+	for _, want := range []string{"the step is still running", "exit code 0", "was not approved (rejected)", "not this summary", `"summary.md"`, " succeeded;"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("agent.py (a long Bash step, a rejection): exit code %d, the output does not say %q", code, want)
+		}
+	}
+	if code, b := f.do("GET", "/v1/workspaces/"+f.ws+"/files/summary.md", f.key, nil, nil); code != 200 || string(b) != "# Sales\n42\n" {
+		t.Errorf("summary.md after a rejected proposal = %d %q, want it unchanged", code, b)
+	}
+
 	// A model that gives up: the run ends failed, and so does the loop.
-	code, out = f.loop(`{"calls": [{"tool": "Glob", "input": {"pattern": "*.md"}}], "finish": {"failed": true, "reason": "nothing to do"}}`, nil)
+	code, out = f.loop(`{"calls": [{"tool": "Glob", "input": {"pattern": "*.md"}}], "finish": {"failed": true, "reason": "nothing to do"}}`)
 	if code != 1 || !strings.Contains(out, " failed;") {
 		t.Errorf("agent.py of a failed run: exit code %d, output:\n%s\nwant exit code 1 and the run failed", code, out)
 	}
+}
+
+// runOf is the id of the run agent.py's output names first.
+func runOf(t *testing.T, out string) string {
+	t.Helper()
+	rest, ok := strings.CutPrefix(out, "run ")
+	id, _, _ := strings.Cut(rest, " ")
+	if !ok || !strings.HasPrefix(id, "run-") {
+		t.Fatalf("agent.py's output does not start with its run: %q", out)
+	}
+	return id
 }
