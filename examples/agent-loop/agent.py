@@ -395,13 +395,20 @@ class Loop:
             result = body.get("result") or {}
             if result.get("exit_code") is None and body.get("step", {}).get("id"):
                 self.say("  the step is still running; waiting for its end (its output is on the run page)")
-                st = self.wait_step(body["step"]["id"]) or {}
-                result["state"], result["exit_code"] = st.get("state"), st.get("exit_code")
+                st = self.wait_step(body["step"]["id"])
+                if st:
+                    body["step"] = st
+                    result["state"], result["exit_code"] = st.get("state"), st.get("exit_code")
         if status == 200 and call["tool"] == "ProposeChange":
             self.last_proposal = (body.get("result") or {}).get("proposal") or self.last_proposal
         text, is_error = observe(call, status, body)
         step = (body or {}).get("step") or {}
-        head = f"< step {step.get('index', '?')} {step.get('state', status)}"
+        if step:
+            head = f"< step {step.get('index')} {step.get('state')}"
+        elif status == 403:
+            head = "< refused"
+        else:
+            head = f"< {status}"
         summary = (step.get("tool") or {}).get("summary")
         if summary:
             head += f": {summary}"
