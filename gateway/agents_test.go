@@ -222,6 +222,12 @@ func TestAgentFileTools(t *testing.T) {
 	if fc := op.FilesChanged; fc == nil || !slices.Equal(fc.Added, []string{"data/b.txt"}) {
 		t.Errorf("run's files changed = %+v, want data/b.txt added", fc)
 	}
+	// A step the gateway answered has no stream; it reads as a step.
+	f.do("viewer", "GET", "/v1/steps/"+writeStep+"/stream", "", 409, nil)
+	var one api.RunStep
+	if f.do("viewer", "GET", "/v1/steps/"+writeStep, "", 200, &one); one.State != api.StepDone || one.Tool == nil || one.Revision != wrote.Revision {
+		t.Errorf("GET the Write step = %+v, want done with its revision", one)
+	}
 	// The run's list shows the steps too.
 	var list []api.Operation
 	f.do("viewer", "GET", "/v1/runs?workspace=ws-main", "", 200, &list)
