@@ -709,3 +709,25 @@ func TestAgentLostCall(t *testing.T) {
 		t.Errorf("events = %s, want the lost call's failure", eventKinds(evs))
 	}
 }
+
+func TestOutputTail(t *testing.T) {
+	long := strings.Repeat("é", outputTail) // 2 bytes each
+	for _, tc := range []struct {
+		name      string
+		in        string
+		truncated bool
+		want      string
+	}{
+		{"short", "hello\n", false, "hello\n"},
+		{"exactly the tail", strings.Repeat("a", outputTail), false, strings.Repeat("a", outputTail)},
+		{"one byte more", "b" + strings.Repeat("a", outputTail), true, strings.Repeat("a", outputTail)},
+		{"characters", long, true, strings.Repeat("é", outputTail/2)},
+		{"from a character's start", "x" + long, true, strings.Repeat("é", outputTail/2)},
+		{"cut in a character", long + "a", true, strings.Repeat("é", outputTail/2-1) + "a"},
+	} {
+		got, truncated := tailOf([]byte(tc.in), false)
+		if got != tc.want || truncated != tc.truncated {
+			t.Errorf("%s: tailOf = %d bytes, truncated %v; want %d bytes, %v", tc.name, len(got), truncated, len(tc.want), tc.truncated)
+		}
+	}
+}
