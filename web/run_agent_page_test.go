@@ -58,7 +58,7 @@ func newAgentAPI(role api.Role) *agentAPI {
 		Awaiting: &f.proposal,
 		Steps: []api.RunStep{
 			{ID: testAgentRun + "-s0", Index: 0, State: api.StepRefused, Tool: &api.ToolStep{Name: api.ToolRead, InputSHA256: strings.Repeat("01", 32), Input: "/data/sales.csv",
-				Refusal: &api.Refusal{Reason: api.RefusedPath, Message: "/data/sales.csv is outside the workspace", Path: "/data/sales.csv", DidYouMean: "/workspace/data/sales.csv"}}},
+				Refusal: &api.Refusal{Reason: api.RefusedPath, Message: "path /data/sales.csv is outside the workspace; did you mean /workspace/data/sales.csv?", Path: "/data/sales.csv", DidYouMean: "/workspace/data/sales.csv"}}},
 			{ID: testAgentRun + "-s1", Index: 1, State: api.StepDone, Tool: &api.ToolStep{Name: api.ToolProposeChange, InputSHA256: strings.Repeat("02", 32),
 				Input: "report.md", Summary: "proposed 1 file", Proposal: "prop-1"}},
 			{ID: testAgentRun + "-s2", Index: 2, State: api.StepAwaitingApproval, Tool: &api.ToolStep{Name: api.ToolApplyChange, InputSHA256: strings.Repeat("03", 32),
@@ -195,8 +195,8 @@ func TestRunAgentPage(t *testing.T) {
 	if got := eval(`[0, 1, 2].map(i => document.querySelector('#tool-' + i).dataset.refusals).join(',')`); got != "1,0,0" {
 		t.Errorf("refusals per step = %s, want 1,0,0", got)
 	}
-	if got := eval(`document.querySelector('#refusal-0').textContent`); !strings.Contains(got, "/data/sales.csv is outside the workspace") {
-		t.Errorf("#refusal-0 = %q, want the refusal's message", got)
+	if got := eval(`document.querySelector('#refusal-0 .refusal-message').textContent`); got != "refused (path outside): path /data/sales.csv is outside the workspace" {
+		t.Errorf("#refusal-0's message = %q, want the refusal's message (its did you mean on a line of its own)", got)
 	}
 	if got := eval(`document.querySelector('#did-you-mean-0 a').getAttribute('href') + ' ' + document.querySelector('#did-you-mean-0').textContent`); got != "#/workspaces/"+testWS+"/head/data/sales.csv did you mean /workspace/data/sales.csv?" {
 		t.Errorf("#did-you-mean-0 = %q, want the meant path linked", got)

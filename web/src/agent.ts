@@ -14,6 +14,7 @@ import {
   type Operation,
   PROPOSAL_PROPOSED,
   type Proposal,
+  type Refusal,
   type RunEvent,
   type RunStep,
   STEP_REFUSED,
@@ -242,6 +243,16 @@ function gateView(me: Me, runId: string, changed: () => void): GateView {
 
 // --- tool calls --------------------------------------------------------------
 
+/**
+ * refusalMessage is r's message without the "; did you mean X?" the
+ * gateway ends it with when it names did_you_mean, which the page shows
+ * on a line of its own, linked.
+ */
+export function refusalMessage(r: Refusal): string {
+  const tail = r.did_you_mean ? `; did you mean ${r.did_you_mean}?` : "";
+  return tail && r.message.endsWith(tail) ? r.message.slice(0, -tail.length) : r.message;
+}
+
 /** ToolDetails is what a step shows of its tool call. */
 export interface ToolDetails {
   el: HTMLElement;
@@ -294,7 +305,7 @@ export function toolDetails(runId: string, index: number): ToolDetails {
         const meant = r.did_you_mean ? workspacePathOf(r.did_you_mean) : "";
         replace(
           refusal,
-          h("p", { class: "refusal-message" }, h("strong", {}, `refused (${r.reason.replace(/_/g, " ")}): `), printable(r.message)),
+          h("p", { class: "refusal-message" }, h("strong", {}, `refused (${r.reason.replace(/_/g, " ")}): `), printable(refusalMessage(r))),
           r.did_you_mean
             ? h(
                 "p",
