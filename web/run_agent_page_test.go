@@ -240,8 +240,18 @@ func TestRunAgentPage(t *testing.T) {
 	f.run.State = api.RunSucceeded
 	f.run.EndedAt = time.Now()
 	f.proposal.State = api.ProposalApplied
+	// A Bash call the grant does not hold: a script step's card, refused.
+	f.run.Steps = append(f.run.Steps, api.RunStep{ID: testAgentRun + "-s3", Index: 3, State: api.StepRefused,
+		Tool: &api.ToolStep{Name: api.ToolBash, InputSHA256: strings.Repeat("04", 32), Input: "rm -rf data",
+			Refusal: &api.Refusal{Reason: api.RefusedTool, Message: "the grant of run " + testAgentRun + " holds no Bash"}}})
+	f.run.Refusals = 2
 	f.mu.Unlock()
 	wait("the run succeeded", `document.querySelector('#run-state').textContent === 'succeeded' && document.querySelector('#step-state-2').textContent === 'done'`)
+	wait("the refused Bash step", `!!document.querySelector('#step-3 #refusal-3') && !document.querySelector('#refusal-3').hidden`)
+	if got := eval(`[document.querySelector('#run-refusals').textContent, document.querySelector('#tool-3').dataset.refusals, document.querySelector('#refusal-3').dataset.reason,` +
+		` String(!!document.querySelector('#terminal-step-3')), String(document.querySelector('#phases-card').hidden)].join('|')`); got != "2 refused calls|1|tool_not_granted|true|false" {
+		t.Errorf("after a refused Bash: %q, want 2 refused calls, the step's refusal in a script step's card, and the phases shown", got)
+	}
 	if got := eval(`document.querySelector('#step-revision-2').getAttribute('href')`); got != "#/workspaces/"+testWS+"/rev-0003" {
 		t.Errorf("#step-revision-2 = %q, want the revision the apply made", got)
 	}
