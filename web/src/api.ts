@@ -119,6 +119,8 @@ export interface RunStep {
   image?: string;
   /** revision is the workspace revision the step made (detached when it conflicted). */
   revision?: string;
+  /** tool is set on a step of an agent run: the tool call it is (a Bash step is also a script step). */
+  tool?: ToolStep | null;
 }
 
 export interface Operation {
@@ -133,6 +135,141 @@ export interface Operation {
   errors?: string[] | null;
   cancel?: Cancel | null;
   files_changed?: FilesChanged | null;
+  /** agent is set on an agent run: its agent file and what its grant holds. */
+  agent?: RunAgent | null;
+  /** refusals counts the run's refused tool calls. */
+  refusals?: number;
+  /** awaiting is the proposal a run awaiting approval waits on. */
+  awaiting?: Proposal | null;
+}
+
+/** Tool names as agent files list them (api.Tools, in the docs' order). */
+export const TOOLS = ["Read", "Glob", "Grep", "Write", "Edit", "Bash", "ProposeChange", "ApplyChange"] as const;
+/** TOOL_BASH is the tool whose steps are script steps, with output to stream (api.ToolBash). */
+export const TOOL_BASH = "Bash";
+
+/** The state of a live run paused at a gate (api.RunAwaitingApproval). */
+export const RUN_AWAITING_APPROVAL = "awaiting_approval";
+
+/** Tool-call step states besides a script step's (api.StepDone, api.StepRefused, api.StepAwaitingApproval). */
+export const STEP_DONE = "done";
+export const STEP_REFUSED = "refused";
+export const STEP_AWAITING_APPROVAL = "awaiting_approval";
+
+/** Proposal states (api.Proposal*). */
+export const PROPOSAL_PROPOSED = "proposed";
+export const PROPOSAL_APPROVED = "approved";
+export const PROPOSAL_APPLIED = "applied";
+export const PROPOSAL_REJECTED = "rejected";
+
+/** RunAgent is api.RunAgent: the agent file an agent run was made from (at revision) and what its grant holds. */
+export interface RunAgent {
+  name: string;
+  path: string;
+  revision: string;
+  sha256: string;
+  tools: string[] | null;
+  secrets: string[] | null;
+  network: string;
+  image: string;
+  limits: AgentLimits;
+  gates: string[] | null;
+  grant_expires: string;
+}
+
+/** AgentLimits is api.AgentLimits: each Bash step's limits and the run's lifetime (durations as "10m"). */
+export interface AgentLimits {
+  cpu: number;
+  memory: string;
+  timeout: string;
+  pids: number;
+  workspace: string;
+  run: string;
+}
+
+/** Refusal is api.Refusal: why a tool call was refused, and the path it probably meant. */
+export interface Refusal {
+  reason: string;
+  message: string;
+  path?: string;
+  did_you_mean?: string;
+}
+
+/** ToolStep is api.ToolStep: what a tool-call step adds to its RunStep. */
+export interface ToolStep {
+  name: string;
+  input_sha256: string;
+  /** input is a short account of the call's input (the path, the pattern, the command). */
+  input?: string;
+  summary?: string;
+  refusal?: Refusal | null;
+  proposal?: string;
+  read?: string;
+}
+
+/** ProposedFile is one file of a proposal: its new content, or delete. */
+export interface ProposedFile {
+  path: string;
+  content?: string;
+  delete?: boolean;
+}
+
+/** Proposal is api.Proposal: a change a ProposeChange recorded, and what became of it. */
+export interface Proposal {
+  id: string;
+  run: string;
+  step: string;
+  base: string;
+  state: string;
+  sha256: string;
+  message?: string;
+  files: ProposedFile[] | null;
+  diff: string;
+  approved_by?: { kind: string; id: string } | null;
+  approved_at?: string;
+  expires?: string;
+  for_step?: number;
+  rejected_by?: { kind: string; id: string } | null;
+  reason?: string;
+  applied?: string;
+  applied_by?: string;
+}
+
+/** ApproveRequest is the body of POST /v1/runs/{id}/approve and /reject (reason only for a reject). */
+export interface ApproveRequest {
+  proposal: string;
+  reason?: string;
+}
+
+/** RunEvent is api.RunEvent: one entry of GET /v1/runs/{id}/events, oldest first. */
+export interface RunEvent {
+  seq: number;
+  kind: string;
+  time: string;
+  step?: string;
+  step_index?: number | null;
+  tool?: string;
+  input_sha256?: string;
+  summary?: string;
+  refusal?: Refusal | null;
+  proposal?: string;
+  by?: { kind: string; id: string } | null;
+  revision?: string;
+  parent?: string;
+  changes?: EventChange[] | null;
+  state?: string;
+  exit_code?: number | null;
+}
+
+/** EventChange is api.EventChange: one path a revision changed. */
+export interface EventChange {
+  path: string;
+  type?: string;
+  sha256?: string;
+  size?: number;
+  mode?: number;
+  target?: string;
+  deleted?: boolean;
 }
 
 /** Author kinds of a revision (api.Author*): a person, an API key, or a step. */
@@ -238,14 +375,14 @@ export const STEP_ENDED = ["exited", "failed", "cancelled", "lost", "expired"] a
 export const CLOSE_UNAUTHORIZED = 4401;
 export const CLOSE_FORBIDDEN = 4403;
 
-/** Run states that are final. */
+/** Run states that are final: a run awaiting approval is live. */
 export function runEnded(op: Operation): boolean {
-  return op.state !== RUN_RUNNING;
+  return op.state !== RUN_RUNNING && op.state !== RUN_AWAITING_APPROVAL;
 }
 
-/** Step states that are final. */
+/** Step states that are final, a tool-call step's (done, refused) included. */
 export function stepEnded(state: string): boolean {
-  return (STEP_ENDED as readonly string[]).includes(state);
+  return (STEP_ENDED as readonly string[]).includes(state) || state === STEP_DONE || state === STEP_REFUSED;
 }
 
 /** ApiError is an answer other than 2xx, carrying the api.Error code and message. */
@@ -312,6 +449,12 @@ export async function callPages<T>(path: string, opts: { want?: number; maxPages
     cursor = next;
   }
   return out;
+}
+
+/** callPage reads one page of a paginated list: its items and the cursor of the next page ("" when none). */
+export async function callPage<T>(path: string): Promise<{ items: T[]; next: string }> {
+  const { data, next } = await request<T[] | null>("GET", path);
+  return { items: data ?? [], next };
 }
 
 async function request<T>(

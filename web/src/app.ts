@@ -97,7 +97,7 @@ function render(): void {
       return;
     case "run":
       document.title = `${r.id} \u00b7 Rodon`;
-      page = runPage(main, r.id);
+      page = runPage(main, me, r.id);
       return;
     case "workspace":
       document.title = `${r.id} \u00b7 Rodon`;

@@ -18,6 +18,11 @@ export function lineClass(line: string): string {
   return "diff-ctx";
 }
 
+/** diffText shows a unified diff, one line an element coloured by lineClass. */
+export function diffText(diff: string): HTMLElement {
+  return h("pre", { class: "diff" }, diff.replace(/\n$/, "").split("\n").map((l) => h("span", { class: lineClass(l) }, l + "\n")));
+}
+
 /** DiffView is the diff card: two revision choosers and the result. */
 export interface DiffView {
   el: HTMLElement;
@@ -65,7 +70,7 @@ export function diffView(ws: string): DiffView {
             "div",
             { class: "file-diff", "data-testid": "file-diff", "data-path": f.path },
             h("h3", { class: "mono" }, printable(f.path)),
-            h("pre", { class: "diff" }, f.diff.replace(/\n$/, "").split("\n").map((l) => h("span", { class: lineClass(l) }, l + "\n"))),
+            diffText(f.diff),
             f.truncated ? h("p", { class: "muted" }, "The diff is cut at its limit.") : null,
           ),
         ),

@@ -1,10 +1,15 @@
-// The page's own routes (hashes) and the gateway's workspace routes, built
+// The page's own routes (hashes) and the gateway's workspace and run routes, built
 // in one place: every id and path segment is encoded, so a file named
 // "a b/#c?" is one path, never a query or a fragment.
 
 /** runHash is the run page of run id. */
 export function runHash(id: string): string {
   return `#/runs/${encodeURIComponent(id)}`;
+}
+
+/** runAPI is the gateway route /v1/runs/{id}/{rest}. */
+export function runAPI(id: string, rest: string): string {
+  return `/v1/runs/${encodeURIComponent(id)}/${rest}`;
 }
 
 /**

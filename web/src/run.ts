@@ -1,13 +1,15 @@
 // The run page: run state and cancel, the phase times of each step, one
 // terminal per step fed by its stream, denied egress, the files each step
-// changed (and the run's union of them), and the events.
+// changed (and the run's union of them), and the events. An agent run's
+// page adds its agent, grant, refusals, tool calls and gate (agent.ts).
 
-import { ApiError, call, errorText, type Operation, PHASES, type RunStep, runEnded, stepEnded, type StepEvent } from "./api";
+import { ApiError, call, errorText, type Me, type Operation, PHASES, type RunStep, runEnded, stepEnded, type StepEvent, TOOL_BASH } from "./api";
+import { type AgentView, agentView, type ToolDetails, toolDetails } from "./agent";
 import { cancelProgress, cancelSettled, cancelStatus } from "./cancel";
 import { h, replace, setText } from "./dom";
 import { renderFiles } from "./files";
 import { clock, dateTime, printable, since } from "./format";
-import { workspaceHash } from "./links";
+import { runAPI, workspaceHash } from "./links";
 import type { Page } from "./page";
 import { type ExitData, type Frame, StepStream, type StreamState } from "./stream";
 import { StepTerminal } from "./terminal";
@@ -29,6 +31,8 @@ export function terminalText(index: number): string {
 interface StepView {
   step: RunStep;
   root: HTMLElement;
+  /** tool is the tool call of a Bash step of an agent run. */
+  tool?: ToolDetails;
   state: HTMLElement;
   exit: HTMLElement;
   denied: HTMLElement;
@@ -45,6 +49,19 @@ interface StepView {
 
 // At most this many keystroke chunks wait for a reconnect; more are dropped.
 const maxPendingInput = 4096;
+
+/** ToolStepView is a step of an agent run that is a file tool's call (no sandbox, no stream). */
+interface ToolStepView {
+  step: RunStep;
+  state: HTMLElement;
+  revision: HTMLAnchorElement;
+  tool: ToolDetails;
+}
+
+/** isFileToolStep: a tool call the gateway answered itself, with nothing to stream. */
+function isFileToolStep(s: RunStep): boolean {
+  return !!s.tool && s.tool.name !== TOOL_BASH;
+}
 
 interface TimelineEntry {
   key: string;
@@ -77,8 +94,8 @@ function eventData(e: StepEvent): Record<string, string> {
   return d;
 }
 
-/** runPage shows run runId until disposed. */
-export function runPage(root: HTMLElement, runId: string): Page {
+/** runPage shows run runId to me until disposed. */
+export function runPage(root: HTMLElement, me: Me, runId: string): Page {
   let op: Operation | undefined;
   let disposed = false;
   let pollTimer: number | undefined;
@@ -94,6 +111,8 @@ export function runPage(root: HTMLElement, runId: string): Page {
   let cancelInFlight = false;
   let resizeTimer: number | undefined;
   const views = new Map<number, StepView>();
+  const toolViews = new Map<number, ToolStepView>();
+  let agent: AgentView | undefined;
   const terminals = new Map<number, StepTerminal>();
   const timeline = new Map<string, TimelineEntry>();
   shown = terminals;
@@ -118,40 +137,47 @@ export function runPage(root: HTMLElement, runId: string): Page {
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "step"), PHASES.map((p) => h("th", { scope: "col" }, p.replace("_", " "))))),
     phasesBody,
   );
+  const phasesCard = h("div", { class: "card", id: "phases-card" }, h("h2", {}, "Phases"), h("div", { class: "scroll-x" }, phases));
+  const agentSlot = h("div", { id: "agent-slot" });
+  const headCard = h(
+    "div",
+    { class: "card run-head" },
+    h("a", { href: "#/runs", class: "back" }, "\u2190 runs"),
+    h("h1", {}, "Run ", h("span", { id: "run-id", class: "mono" }, runId), " ", runState),
+    h(
+      "dl",
+      { class: "facts" },
+      h("dt", {}, "workspace"),
+      workspace,
+      h("dt", {}, "created"),
+      created,
+      h("dt", {}, "ended"),
+      ended,
+      h("dt", {}, "by"),
+      createdBy,
+    ),
+    runFilesRow,
+    h("div", { class: "row" }, cancelButton, cancelStatusEl, cancelProgressEl),
+    cancelError,
+    runError,
+    runErrors,
+  );
   const stepsEl = h("div", { id: "steps" });
+  const agentEventsSlot = h("div", { id: "agent-events-slot" });
   const events = h("ol", { id: "events", "data-testid": "events", class: "events" });
   const eventsEmpty = h("p", { class: "muted", id: "events-empty" }, "No events yet.");
+  const stepEventsCard = h("div", { class: "card", id: "step-events-card" }, h("h2", {}, "Events"), eventsEmpty, events);
 
   root.appendChild(
     h(
       "section",
       { class: "run" },
-      h(
-        "div",
-        { class: "card run-head" },
-        h("a", { href: "#/runs", class: "back" }, "\u2190 runs"),
-        h("h1", {}, "Run ", h("span", { id: "run-id", class: "mono" }, runId), " ", runState),
-        h(
-          "dl",
-          { class: "facts" },
-          h("dt", {}, "workspace"),
-          workspace,
-          h("dt", {}, "created"),
-          created,
-          h("dt", {}, "ended"),
-          ended,
-          h("dt", {}, "by"),
-          createdBy,
-        ),
-        runFilesRow,
-        h("div", { class: "row" }, cancelButton, cancelStatusEl, cancelProgressEl),
-        cancelError,
-        runError,
-        runErrors,
-      ),
-      h("div", { class: "card" }, h("h2", {}, "Phases"), h("div", { class: "scroll-x" }, phases)),
+      headCard,
+      agentSlot,
+      phasesCard,
       stepsEl,
-      h("div", { class: "card" }, h("h2", {}, "Events"), eventsEmpty, events),
+      agentEventsSlot,
+      stepEventsCard,
     ),
   );
 
@@ -174,7 +200,8 @@ export function runPage(root: HTMLElement, runId: string): Page {
         "div",
         { class: "row step-head" },
         h("h2", {}, `Step ${i}`),
-        h("code", { class: "args", title: step.id }, step.args.join(" ")),
+        step.tool ? h("span", { class: "tool-name", "data-tool": step.tool.name }, step.tool.name) : null,
+        h("code", { class: "args", title: step.id }, (step.args ?? []).join(" ")),
         tty ? h("span", { class: "badge" }, "tty") : null,
         state,
         exit,
@@ -186,6 +213,8 @@ export function runPage(root: HTMLElement, runId: string): Page {
       files,
       container,
     );
+    const tool = step.tool ? toolDetails(runId, i) : undefined;
+    if (tool) stepRoot.insertBefore(tool.el, denied);
     // The terminal must be in the document before it opens (it measures).
     stepsEl.appendChild(stepRoot);
     // The terminal may report its first size while being built, before
@@ -203,6 +232,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     const view: StepView = {
       step,
       root: stepRoot,
+      tool,
       state,
       exit,
       denied,
@@ -305,9 +335,41 @@ export function runPage(root: HTMLElement, runId: string): Page {
     return parts.join(" \u00b7 ");
   }
 
+  function addToolStep(s: RunStep): ToolStepView {
+    const i = s.index;
+    const state = h("span", { id: `step-state-${i}`, "data-testid": `step-state-${i}`, class: "state" });
+    const revision = h("a", { id: `step-revision-${i}`, "data-testid": `step-revision-${i}`, class: "revision mono", hidden: true });
+    const tool = toolDetails(runId, i);
+    stepsEl.appendChild(
+      h(
+        "div",
+        { class: "card step tool-step", id: `step-${i}`, "data-testid": `step-${i}`, "data-step-id": s.id },
+        h("div", { class: "row step-head" }, h("h2", {}, `Step ${i}`), h("span", { class: "tool-name", "data-tool": s.tool?.name ?? "" }, s.tool?.name ?? ""), state, revision),
+        tool.el,
+      ),
+    );
+    const view: ToolStepView = { step: s, state, revision, tool };
+    toolViews.set(i, view);
+    return view;
+  }
+
+  function updateToolStep(s: RunStep): void {
+    const view = toolViews.get(s.index) ?? addToolStep(s);
+    view.step = s;
+    setText(view.state, s.state);
+    view.state.className = `state state-${s.state}`;
+    view.tool.update(s, op?.workspace ?? "");
+    showRevision(view.revision, s.index, s.revision);
+  }
+
   function updateStep(s: RunStep): void {
+    if (isFileToolStep(s)) {
+      updateToolStep(s);
+      return;
+    }
     const view = views.get(s.index) ?? addStep(s);
     view.step = s;
+    view.tool?.update(s, op?.workspace ?? "");
     setText(view.state, s.state);
     view.state.className = `state state-${s.state}`;
     if (!view.exitSeen && stepEnded(s.state)) {
@@ -318,7 +380,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     view.denied.hidden = denied.length === 0;
     view.denied.dataset.total = String(denied.reduce((a, [, n]) => a + n, 0));
     renderFiles(view.files, s.files_changed);
-    showRevision(view, s.revision);
+    showRevision(view.revision, s.index, s.revision);
 
     for (const p of PHASES) {
       const cell = document.getElementById(`phase-${s.index}-${p}`);
@@ -341,15 +403,15 @@ export function runPage(root: HTMLElement, runId: string): Page {
   }
 
   // showRevision links the step to the revision it made, in the workspace view.
-  function showRevision(view: StepView, rev: string | undefined): void {
-    view.revision.hidden = !rev || !op;
+  function showRevision(link: HTMLAnchorElement, index: number, rev: string | undefined): void {
+    link.hidden = !rev || !op;
     if (!rev || !op) return;
     const href = workspaceHash(op.workspace, rev);
-    if (view.revision.getAttribute("href") === href) return;
-    view.revision.setAttribute("href", href);
-    view.revision.dataset.rev = rev;
-    view.revision.title = `the workspace as step ${view.step.index} left it`;
-    setText(view.revision, rev);
+    if (link.getAttribute("href") === href) return;
+    link.setAttribute("href", href);
+    link.dataset.rev = rev;
+    link.title = `the workspace as step ${index} left it`;
+    setText(link, rev);
   }
 
   // --- events ------------------------------------------------------------
@@ -397,7 +459,17 @@ export function runPage(root: HTMLElement, runId: string): Page {
     replace(runErrors, (op.errors ?? []).map((e) => h("li", {}, e)));
     renderFiles(runFiles, op.files_changed);
     runFilesRow.hidden = runFiles.hidden;
+    if (op.agent && !agent) {
+      agent = agentView(me, runId, pollSoon);
+      headCard.insertBefore(agent.head, runFilesRow);
+      agentSlot.appendChild(agent.el);
+      agentEventsSlot.appendChild(agent.events);
+    }
+    agent?.update(op);
     for (const s of [...(op.steps ?? [])].sort((a, b) => a.index - b.index)) updateStep(s);
+    // An agent run's file tools have no phases: the table is for script steps.
+    // Their sandboxes' events are the script steps' too.
+    phasesCard.hidden = stepEventsCard.hidden = !!op.agent && views.size === 0;
     renderEvents();
     if (runEnded(op) && endedAt === 0) endedAt = Date.now();
     renderCancel();
@@ -418,7 +490,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     if (Date.now() - endedAt > pollAfterEnd) return false;
     const status = cancelStatus(op, cancelAccepted);
     if (status !== "" && !cancelSettled(status)) return true;
-    return op.steps.some((s) => s.phases?.created && !s.phases?.cleaned_up && s.cleanup !== "done");
+    return (op.steps ?? []).some((s) => s.phases?.created && !s.phases?.cleaned_up && s.cleanup !== "done");
   }
 
   function apply(mine: number, next: Operation): void {
@@ -466,7 +538,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
     renderCancel();
     const mine = ++issued;
     try {
-      const next = await call<Operation>("POST", `/v1/runs/${encodeURIComponent(runId)}/cancel`);
+      const next = await call<Operation>("POST", runAPI(runId, "cancel"));
       if (disposed) return;
       cancelInFlight = false;
       cancelAccepted = true; // call throws on anything but 2xx
@@ -494,6 +566,7 @@ export function runPage(root: HTMLElement, runId: string): Page {
   return {
     dispose() {
       disposed = true;
+      agent?.dispose();
       if (pollTimer !== undefined) window.clearTimeout(pollTimer);
       if (resizeTimer !== undefined) window.clearTimeout(resizeTimer);
       window.removeEventListener("resize", onResize);
