@@ -22,6 +22,12 @@ type ErrorDetail struct {
 	// detached revision that keeps the writer's tree; its Conflict names
 	// the paths.
 	Revision *Revision `json:"revision,omitempty"`
+	// Reason, Path and DidYouMean, on a refused tool call (403, code
+	// refused), are its Refusal's: why, the path as the call gave it,
+	// and the path it probably meant.
+	Reason     string `json:"reason,omitempty"`
+	Path       string `json:"path,omitempty"`
+	DidYouMean string `json:"did_you_mean,omitempty"`
 }
 
 // Error codes shared by every server.

@@ -2,26 +2,499 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/gateway/tools"
+	"github.com/rodon-compute/rodon/internal/manifest"
+	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
 // Gates (docs/design/agents.md, §3.5): proposals, approvals, the gated
-// ApplyChange. The gates helper owns this file.
+// ApplyChange.
+//
+// A proposal (record kind proposal, id prop-...) is written once by
+// ProposeChange in state proposed and then changes only by
+// compare-and-set: proposed → approved (a person, POST approve) →
+// applied (the one step the approval is for), proposed → rejected, or,
+// for a grant whose ApplyChange is not gated, proposed → applied. The
+// compare-and-set to applied happens before the commit, so that two
+// steps (or two gateways) can never both commit it; a commit that then
+// fails leaves the proposal applied with Applied empty and Reason saying
+// why.
+
+// Bounds of a proposal (SPEC.md: ProposeChange).
+const (
+	maxProposalFiles = 64
+	maxProposalBytes = 192 << 10
+	// maxProposalRecord bounds the proposal's record as stored (its
+	// files, its diff and the rest, JSON encoded), under the record
+	// store's 256 KiB.
+	maxProposalRecord = 250 << 10
+	// DefaultApprovalTTL is how long an approval lets the next step
+	// apply its proposal (Config.ApprovalTTL).
+	DefaultApprovalTTL = 15 * time.Minute
+)
+
+const prefixProposal = "prop-"
+
+// proposalDigest is the hex SHA-256 of files' canonical encoding, the
+// digest an approval is for (api.Proposal.SHA256). The files are sorted
+// by path, then each is encoded as
+//
+//	path NUL "delete" LF                      (a deletion)
+//	path NUL "file " decimal-length LF content (new content)
+//
+// and the encodings are concatenated. Paths are cleaned tree paths (they
+// never hold NUL or LF) and the content's length is given, so two
+// different sets of files never encode alike.
+func proposalDigest(files []api.ProposedFile) string {
+	sorted := slices.Clone(files)
+	slices.SortFunc(sorted, func(a, b api.ProposedFile) int { return strings.Compare(a.Path, b.Path) })
+	h := sha256.New()
+	for _, f := range sorted {
+		h.Write([]byte(f.Path))
+		if f.Delete {
+			h.Write([]byte("\x00delete\n"))
+			continue
+		}
+		h.Write([]byte("\x00file " + strconv.Itoa(len(f.Content)) + "\n"))
+		h.Write([]byte(f.Content))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// refuseInput is a bad_input refusal.
+func refuseInput(format string, args ...any) error {
+	return &tools.Refusal{Refusal: api.Refusal{Reason: api.RefusedInput, Message: fmt.Sprintf(format, args...)}}
+}
+
+// refuseGate is a gate refusal.
+func refuseGate(format string, args ...any) error {
+	return &tools.Refusal{Refusal: api.Refusal{Reason: api.RefusedGate, Message: fmt.Sprintf(format, args...)}}
+}
 
 // toolPropose records a proposal for call t (ProposeChange) and changes
-// nothing.
+// nothing. Every path goes through the tools' confinement for writing; a
+// refusal is a *tools.Refusal.
 func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeChangeInput) (api.ProposeChangeResult, error) {
-	return api.ProposeChangeResult{}, notImplemented("ProposeChange")
+	switch {
+	case in.Patch != "" && len(in.Files) > 0:
+		return api.ProposeChangeResult{}, refuseInput("ProposeChange takes either files or patch, not both")
+	case in.Patch != "":
+		// No well-kept parser of git's unified diffs is among the
+		// modules this build may use: say so rather than guess.
+		return api.ProposeChangeResult{}, refuseInput("ProposeChange: patch is not supported by this gateway; send files [{\"path\", \"content\"} or {\"path\", \"delete\": true}] with each file's whole new content")
+	case len(in.Files) == 0:
+		return api.ProposeChangeResult{}, refuseInput("ProposeChange: want files [{\"path\", \"content\"} or {\"path\", \"delete\": true}], at least one")
+	case len(in.Files) > maxProposalFiles:
+		return api.ProposeChangeResult{}, refuseInput("ProposeChange: %d files, at most %d in one proposal", len(in.Files), maxProposalFiles)
+	}
+	total := 0
+	for _, f := range in.Files {
+		total += len(f.Content)
+	}
+	if total > maxProposalBytes {
+		return api.ProposeChangeResult{}, refuseInput("ProposeChange: %d bytes of content, at most %d (192 KiB) in one proposal", total, maxProposalBytes)
+	}
+	head, err := t.env.Workspace.Head(ctx)
+	if err != nil {
+		return api.ProposeChangeResult{}, fmt.Errorf("read the head of workspace %s: %w", t.run.Workspace, err)
+	}
+	files := make([]api.ProposedFile, 0, len(in.Files))
+	seen := map[string]bool{}
+	for i, f := range in.Files {
+		p, err := confineWrite(head, f.Path)
+		if err != nil {
+			return api.ProposeChangeResult{}, err
+		}
+		switch {
+		case seen[p]:
+			return api.ProposeChangeResult{}, refuseInput("ProposeChange: files[%d]: %s is named twice", i, p)
+		case f.Delete && f.Content != "":
+			return api.ProposeChangeResult{}, refuseInput("ProposeChange: files[%d] (%s): delete takes no content", i, p)
+		}
+		seen[p] = true
+		files = append(files, api.ProposedFile{Path: p, Content: f.Content, Delete: f.Delete})
+	}
+	slices.SortFunc(files, func(a, b api.ProposedFile) int { return strings.Compare(a.Path, b.Path) })
+	for _, f := range files {
+		if f.Delete && !hasFile(head, f.Path) {
+			return api.ProposeChangeResult{Base: head.Revision(), Error: fmt.Sprintf("%s: no such file at revision %s to delete", f.Path, head.Revision())}, nil
+		}
+	}
+	diff, err := diffProposal(ctx, head, files)
+	if err != nil {
+		return api.ProposeChangeResult{}, err
+	}
+	prop := api.Proposal{ID: newID(prefixProposal), Run: t.run.ID, Step: t.stepID, Base: head.Revision(),
+		State: api.ProposalProposed, SHA256: proposalDigest(files), Message: in.Message, Files: files, Diff: diff}
+	if b, _ := json.Marshal(prop); len(b) > maxProposalRecord {
+		return api.ProposeChangeResult{}, refuseInput("ProposeChange: the proposal with its diff is %d bytes, at most %d: propose fewer or smaller files at a time", len(b), maxProposalRecord)
+	}
+	if _, err := putRecord(ctx, g.store, kindProposal, prop.ID, 0, &prop); err != nil {
+		return api.ProposeChangeResult{}, fmt.Errorf("record proposal %s: %w", prop.ID, err)
+	}
+	return api.ProposeChangeResult{Proposal: prop.ID, Base: prop.Base, Diff: prop.Diff}, nil
+}
+
+// hasFile reports whether tree holds a file or symlink at p.
+func hasFile(tree tools.Tree, p string) bool {
+	for _, e := range tree.Entries() {
+		if e.Path == p {
+			return e.Type != "dir"
+		}
+	}
+	return false
 }
 
 // toolApply applies proposal in.Proposal for call t, or, for a gated
 // grant without an approval yet, answers awaiting (the caller pauses the
 // run on it). A refusal is a *tools.Refusal.
 func (g *Gateway) toolApply(ctx context.Context, t *toolCall, in api.ApplyChangeInput) (res api.ApplyChangeResult, awaiting bool, err error) {
-	return api.ApplyChangeResult{}, false, notImplemented("ApplyChange")
+	res.Proposal = in.Proposal
+	var prop api.Proposal
+	version, err := g.getProposal(ctx, in.Proposal, &prop)
+	if err != nil || prop.Run != t.run.ID {
+		if err == nil || errors.Is(err, errNoProposal) {
+			return res, false, refuseGate("ApplyChange: no proposal %q in this run", in.Proposal)
+		}
+		return res, false, err
+	}
+	gated := slices.Contains(t.claims.Gates, api.ToolApplyChange)
+	if gated {
+		// The step an approval is for may apply that proposal and no
+		// other.
+		if err := g.checkHeldApproval(ctx, t, prop.ID); err != nil {
+			return res, false, err
+		}
+	}
+	switch {
+	case prop.State == api.ProposalApplied:
+		if prop.Applied != "" {
+			return res, false, refuseGate("ApplyChange: proposal %s was applied already, by step %s (revision %s)", prop.ID, prop.AppliedBy, prop.Applied)
+		}
+		return res, false, refuseGate("ApplyChange: proposal %s was applied already, by step %s, and made no revision: %s", prop.ID, prop.AppliedBy, prop.Reason)
+	case prop.State == api.ProposalRejected:
+		return res, false, refuseGate("ApplyChange: proposal %s was rejected by %s %s: %s", prop.ID, prop.RejectedBy.Kind, prop.RejectedBy.ID, prop.Reason)
+	case !gated && prop.State == api.ProposalProposed:
+		// An ungated grant applies its own run's proposal once.
+	case gated && prop.State == api.ProposalProposed:
+		return res, true, nil
+	case gated && prop.State == api.ProposalApproved:
+		now := g.now()
+		switch {
+		case t.index != prop.ForStep:
+			return res, false, refuseGate("ApplyChange: the approval of proposal %s is for step %d, the step right after it was given; this is step %d: propose it again and ask for a new approval", prop.ID, prop.ForStep, t.index)
+		case !now.Before(prop.Expires):
+			return res, false, refuseGate("ApplyChange: the approval of proposal %s expired at %s (approved at %s); propose it again and ask for a new approval", prop.ID, prop.Expires.Format(time.RFC3339), prop.ApprovedAt.Format(time.RFC3339))
+		case proposalDigest(prop.Files) != prop.SHA256:
+			return res, false, refuseGate("ApplyChange: proposal %s is not what was approved (its files' digest changed since)", prop.ID)
+		}
+	default:
+		return res, false, refuseGate("ApplyChange: proposal %s is %s", prop.ID, prop.State)
+	}
+	// Used once: the compare-and-set to applied before the commit.
+	prop.State, prop.AppliedBy = api.ProposalApplied, t.stepID
+	version, err = putRecord(ctx, g.store, kindProposal, prop.ID, version, &prop)
+	if IsConflict(err) {
+		return res, false, refuseGate("ApplyChange: proposal %s was applied already (by another call at the same time)", prop.ID)
+	}
+	if err != nil {
+		return res, false, fmt.Errorf("mark proposal %s applied: %w", prop.ID, err)
+	}
+	rev, err := g.commitProposal(ctx, t, &prop)
+	if paths, ok := commitConflict(err); ok {
+		prop.Reason = fmt.Sprintf("conflict: %s changed since revision %s, the proposal's base", strings.Join(paths, ", "), prop.Base)
+		res.Error = fmt.Sprintf("proposal %s conflicts with the workspace: %s changed since revision %s, its base; read them again and propose anew", prop.ID, strings.Join(paths, ", "), prop.Base)
+		g.finishProposal(ctx, &prop, version)
+		return res, false, nil
+	}
+	if err != nil {
+		prop.Reason = "the gateway could not commit it"
+		g.finishProposal(ctx, &prop, version)
+		return res, false, fmt.Errorf("commit proposal %s: %w", prop.ID, err)
+	}
+	prop.Applied = rev.ID
+	g.finishProposal(ctx, &prop, version)
+	res.Revision = rev.ID
+	return res, false, nil
 }
 
-func (g *Gateway) handleProposal(c *call) error { return notImplemented("proposals") }
-func (g *Gateway) handleApprove(c *call) error  { return notImplemented("approve") }
-func (g *Gateway) handleReject(c *call) error   { return notImplemented("reject") }
+// checkHeldApproval refuses an ApplyChange of proposal id at step t when
+// the step holds a live approval of another proposal of the run.
+func (g *Gateway) checkHeldApproval(ctx context.Context, t *toolCall, id string) error {
+	if t.run.Agent == nil || t.run.Agent.Approved == "" || t.run.Agent.Approved == id {
+		return nil
+	}
+	var held api.Proposal
+	if _, err := g.getProposal(ctx, t.run.Agent.Approved, &held); err != nil {
+		if errors.Is(err, errNoProposal) {
+			return nil
+		}
+		return err
+	}
+	if held.State == api.ProposalApproved && held.ForStep == t.index && g.now().Before(held.Expires) {
+		return refuseGate("ApplyChange: step %d may apply only proposal %s, which %s %s approved; %s is another proposal: apply %s, or ask for an approval of %s",
+			t.index, held.ID, held.ApprovedBy.Kind, held.ApprovedBy.ID, id, held.ID, id)
+	}
+	return nil
+}
+
+// commitProposal commits prop's files as one revision from its base.
+func (g *Gateway) commitProposal(ctx context.Context, t *toolCall, prop *api.Proposal) (api.Revision, error) {
+	head, err := t.env.Workspace.Head(ctx)
+	if err != nil {
+		return api.Revision{}, fmt.Errorf("read the head of workspace %s: %w", t.run.Workspace, err)
+	}
+	modes := map[string]uint32{}
+	for _, e := range head.Entries() {
+		if e.Type == "file" {
+			modes[e.Path] = e.Mode
+		}
+	}
+	changes := make([]tools.Change, 0, len(prop.Files))
+	for _, f := range prop.Files {
+		c := tools.Change{Path: f.Path, Delete: f.Delete}
+		if !f.Delete {
+			c.Content, c.Mode = []byte(f.Content), modes[f.Path]
+			if c.Mode == 0 {
+				c.Mode = 0o644
+			}
+		}
+		changes = append(changes, c)
+	}
+	msg := prop.Message
+	if msg == "" {
+		msg = "apply proposal " + prop.ID
+	}
+	return t.env.Workspace.Commit(ctx, prop.Base, changes, msg)
+}
+
+// commitConflict returns the paths of a commit refused as a conflict.
+func commitConflict(err error) ([]string, bool) {
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != api.CodeConflict {
+		return nil, false
+	}
+	if ce.Revision != nil && len(ce.Revision.Conflict) > 0 {
+		return ce.Revision.Conflict, true
+	}
+	return []string{"(paths not named)"}, true
+}
+
+// finishProposal records what became of an applied proposal (Applied or
+// Reason). It is the proposal's last change; a failure is logged: the
+// revision exists either way.
+func (g *Gateway) finishProposal(ctx context.Context, prop *api.Proposal, version uint64) {
+	ctx = context.WithoutCancel(ctx)
+	if _, err := putRecord(ctx, g.store, kindProposal, prop.ID, version, prop); err != nil {
+		g.log.Error("record the outcome of an applied proposal", "run", prop.Run, "proposal", prop.ID, "applied", prop.Applied, "error", err)
+	}
+}
+
+// errNoProposal is a proposal id that names no proposal.
+var errNoProposal = errors.New("no such proposal")
+
+// getProposal reads proposal id into p; errNoProposal when it does not
+// exist or id is not a proposal id.
+func (g *Gateway) getProposal(ctx context.Context, id string, p *api.Proposal) (uint64, error) {
+	if !validID(id, prefixProposal) {
+		return 0, errNoProposal
+	}
+	v, err := getRecord(ctx, g.store, kindProposal, id, p)
+	if IsNotFound(err) {
+		return 0, errNoProposal
+	}
+	return v, err
+}
+
+// proposalOf reads the proposal named by c's {proposal} (or the body's)
+// in run: 404 when it is not one of run's.
+func (g *Gateway) proposalOf(c *call, run *runRecord, id string) (api.Proposal, uint64, error) {
+	var p api.Proposal
+	v, err := g.getProposal(c.ctx, id, &p)
+	if errors.Is(err, errNoProposal) || err == nil && p.Run != run.ID {
+		return p, 0, notFound("no proposal %q in run %s", truncateText(id, 40), run.ID)
+	}
+	return p, v, err
+}
+
+func (g *Gateway) handleProposal(c *call) error {
+	run, _, err := g.getRun(c, c.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	p, _, err := g.proposalOf(c, &run, c.r.PathValue("proposal"))
+	if err != nil {
+		return err
+	}
+	return c.json(http.StatusOK, p)
+}
+
+// decide is approve and reject: the run must be awaiting exactly the
+// proposal; the proposal changes by compare-and-set (the one place two
+// people deciding at once are told apart), then the run goes back to
+// running with the decision as its event.
+func (g *Gateway) decide(c *call, approve bool) error {
+	var req api.ApproveRequest
+	if err := c.decode(&req); err != nil {
+		return err
+	}
+	verb := "approve"
+	if !approve {
+		verb = "reject"
+	}
+	if approve && req.Reason != "" {
+		return badRequest("field \"reason\": only a reject takes a reason")
+	}
+	if len(req.Reason) > 1000 {
+		return badRequest("field \"reason\": %d bytes, at most 1000", len(req.Reason))
+	}
+	run, _, err := g.getRun(c, c.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if run.Agent == nil {
+		return conflict("run %s is not an agent run: it has no proposals to %s", run.ID, verb)
+	}
+	if req.Proposal == "" {
+		return badRequest("field \"proposal\": want the proposal the run awaits (%s)", orNothing(run.Agent.Awaiting))
+	}
+	prop, version, err := g.proposalOf(c, &run, req.Proposal)
+	if err != nil {
+		return err
+	}
+	c.target = prop.ID
+	if err := checkAwaits(&run, prop.ID, verb); err != nil {
+		return err
+	}
+	now := g.now()
+	actor := c.p.actor
+	forStep := len(run.Steps)
+	switch {
+	case approve && prop.State == api.ProposalApproved && prop.ForStep == forStep && now.Before(prop.Expires):
+		// Approved already, and the run not resumed yet (a retry after
+		// a failure in between): resume it.
+	case prop.State != api.ProposalProposed:
+		return conflict("proposal %s is %s, not proposed: it cannot be %sd", prop.ID, prop.State, verb)
+	case approve:
+		prop.State, prop.ApprovedBy, prop.ApprovedAt = api.ProposalApproved, &actor, now
+		prop.Expires, prop.ForStep = now.Add(g.cfg.ApprovalTTL), forStep
+	default:
+		prop.State, prop.RejectedBy, prop.Reason = api.ProposalRejected, &actor, req.Reason
+		if prop.Reason == "" {
+			prop.Reason = "rejected without a reason"
+		}
+	}
+	if _, err := putRecord(c.ctx, g.store, kindProposal, prop.ID, version, &prop); IsConflict(err) {
+		return conflict("proposal %s changed at the same time (another person decided?): read it again", prop.ID)
+	} else if err != nil {
+		return err
+	}
+	ev := api.RunEvent{Kind: api.RunEventApproval, Time: now, Proposal: prop.ID, By: &actor}
+	if !approve {
+		ev.Kind, ev.Summary = api.RunEventRejection, prop.Reason
+	}
+	updated, err := g.runCAS(c.ctx, run.ID, func(r *runRecord) ([]api.RunEvent, error) {
+		if err := checkAwaits(r, prop.ID, verb); err != nil {
+			return nil, err
+		}
+		r.State, r.Agent.Awaiting = api.RunRunning, ""
+		if approve {
+			r.Agent.Approved = prop.ID
+		}
+		return []api.RunEvent{ev}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.json(http.StatusOK, g.operation(c.ctx, &updated, true))
+}
+
+// checkAwaits answers 409 unless run is awaiting approval of proposal id.
+func checkAwaits(run *runRecord, id, verb string) error {
+	switch {
+	case run.Agent == nil || run.State != api.RunAwaitingApproval:
+		return conflict("run %s is %s, not awaiting an approval: there is nothing to %s", run.ID, run.State, verb)
+	case run.Agent.Awaiting != id:
+		return conflict("run %s awaits the approval of proposal %s, not %s", run.ID, run.Agent.Awaiting, id)
+	}
+	return nil
+}
+
+func orNothing(s string) string {
+	if s == "" {
+		return "none now"
+	}
+	return s
+}
+
+func (g *Gateway) handleApprove(c *call) error { return g.decide(c, true) }
+func (g *Gateway) handleReject(c *call) error  { return g.decide(c, false) }
+
+// confineWrite resolves p, as a tool call gave it, to the tree path a
+// proposal may write (the tools' confinement, write=true).
+// TEMPORARY until i13-tools lands tools.Resolve.
+func confineWrite(tree tools.Tree, p string) (string, error) {
+	refuse := func(reason, format string, args ...any) error {
+		return &tools.Refusal{Refusal: api.Refusal{Reason: reason, Path: p, Message: fmt.Sprintf(format, args...)}}
+	}
+	if strings.HasPrefix(p, "/library/") || p == "/library" {
+		return "", refuse(api.RefusedReadOnly, "%s is in the library, which is read-only", p)
+	}
+	c, err := manifest.Clean(p, manifest.DefaultLimits)
+	if err != nil {
+		return "", refuse(api.RefusedPath, "%v", err)
+	}
+	if c == "agents" || strings.HasPrefix(c, "agents/") {
+		return "", refuse(api.RefusedReadOnly, "%s: no tool writes under agents/", p)
+	}
+	return c, nil
+}
+
+// diffProposal is the unified diff of files against tree.
+// TEMPORARY until i13-tools lands tools.ProposalDiff: whole files.
+func diffProposal(ctx context.Context, tree tools.Tree, files []api.ProposedFile) (string, error) {
+	var b strings.Builder
+	for _, f := range files {
+		old := ""
+		if hasFile(tree, f.Path) {
+			rc, err := tree.Open(ctx, f.Path)
+			if err != nil {
+				return "", fmt.Errorf("read %s: %w", f.Path, err)
+			}
+			data, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return "", fmt.Errorf("read %s: %w", f.Path, err)
+			}
+			old = string(data)
+		}
+		fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", f.Path, f.Path)
+		for _, l := range lines(old) {
+			b.WriteString("-" + l + "\n")
+		}
+		for _, l := range lines(f.Content) {
+			b.WriteString("+" + l + "\n")
+		}
+	}
+	return b.String(), nil
+}
+
+func lines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}

@@ -88,6 +88,9 @@ type Config struct {
 	// MaxFileSize bounds one file written through the gateway (PUT
 	// files, an upload's file, a proxied blob).
 	MaxFileSize int64
+	// ApprovalTTL is how long a person's approval of a proposal lets the
+	// run's next step apply it (gates.go); zero is DefaultApprovalTTL.
+	ApprovalTTL time.Duration
 }
 
 // Bounds of the settings (the flags of `gateway serve` check them).
@@ -151,6 +154,7 @@ func DefaultConfig() Config {
 		RunRetention:        DefaultRunRetention,
 		MaintenanceInterval: time.Minute,
 		MaxFileSize:         DefaultMaxFileSize,
+		ApprovalTTL:         DefaultApprovalTTL,
 	}
 }
 
@@ -178,6 +182,8 @@ type Gateway struct {
 	nodes   *nodeNames
 	routes  []route
 	handler http.Handler
+	// grants issues and verifies runs' grants (grantkeys.go).
+	grants grants
 	// signinByEmail and signinByAddr rate-limit sign-in attempts.
 	signinByEmail *limiter
 	signinByAddr  *limiter
@@ -193,6 +199,9 @@ type Gateway struct {
 	// libMu guards lib, the library's record once known.
 	libMu sync.Mutex
 	lib   libraryRecord
+	// contents caches file contents by digest for the file tools
+	// (tools_env.go).
+	contents contentCache
 }
 
 // New checks cfg and wires a gateway on store and steps (both usually the
@@ -205,6 +214,9 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ApprovalTTL <= 0 {
+		cfg.ApprovalTTL = DefaultApprovalTTL
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -270,6 +282,7 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	g.files, _ = steps.(Files)
 	g.metrics = newMetrics(cfg.Collectors...)
 	g.nodes = &nodeNames{steps: steps}
+	g.grants = newJWSGrants(store, g.now, cfg.Name)
 	g.driver = newDriver(store, steps, g.nodes, g.libraryID, cfg.DriverInterval, g.now, logger)
 	g.routes = g.routeTable()
 	g.handler = g.buildHandler()

@@ -22,12 +22,15 @@ type MaintainResult struct {
 	// QuotaCounts counts the runs uncounted from quota counters they no
 	// longer belonged in.
 	QuotaCounts int
+	// GrantKeys counts the expired grant key records deleted.
+	GrantKeys int
 }
 
 // Maintain runs one maintenance pass: run records past Config.RunRetention
 // are deleted with their index entries (a run not settled yet is kept),
-// expired sign-ins are deleted, and quota counters are reconciled with the
-// runs. Every gateway runs it (Serve, every MaintenanceInterval); every
+// expired sign-ins are deleted, quota counters are reconciled with the
+// runs, and grant keys past their last grant's expiry are deleted. Every
+// gateway runs it (Serve, every MaintenanceInterval); every
 // deletion is a compare-and-set on the version just read, so gateways
 // racing delete each record once, and a pass cut short is taken up by the
 // next one.
@@ -44,6 +47,9 @@ func (g *Gateway) Maintain(ctx context.Context) (MaintainResult, error) {
 	n, err = g.reconcileQuotas(ctx)
 	res.QuotaCounts = n
 	errs = append(errs, err)
+	n, err = g.expireGrantKeys(ctx)
+	res.GrantKeys = n
+	errs = append(errs, err)
 	err = errors.Join(errs...)
 
 	m := g.metrics
@@ -51,6 +57,7 @@ func (g *Gateway) Maintain(ctx context.Context) (MaintainResult, error) {
 	m.maintDeleted.WithLabelValues("runs").Add(float64(res.Runs))
 	m.maintDeleted.WithLabelValues("signins").Add(float64(res.Signins))
 	m.maintDeleted.WithLabelValues("quota_counts").Add(float64(res.QuotaCounts))
+	m.maintDeleted.WithLabelValues("grant_keys").Add(float64(res.GrantKeys))
 	result := "ok"
 	if err != nil {
 		result = "error"
@@ -67,7 +74,7 @@ func (g *Gateway) maintainLoop(ctx context.Context) {
 			g.log.Warn("maintenance pass", "error", err)
 		}
 		if res != (MaintainResult{}) {
-			g.log.Info("maintenance pass", "runs_deleted", res.Runs, "signins_deleted", res.Signins, "quota_counts_removed", res.QuotaCounts)
+			g.log.Info("maintenance pass", "runs_deleted", res.Runs, "signins_deleted", res.Signins, "quota_counts_removed", res.QuotaCounts, "grant_keys_deleted", res.GrantKeys)
 		}
 		return true
 	})
@@ -201,6 +208,42 @@ func (g *Gateway) expireSignins(ctx context.Context) (int, error) {
 		}
 		if next == "" || next == cursor || len(recs) == 0 {
 			cursor = "" // start over next pass
+			break
+		}
+		cursor = next
+	}
+	return deleted, nil
+}
+
+// expireGrantKeys deletes the grant key records whose last grant expired
+// (grantkeys.go): a few per day, so one budget of pages covers them.
+func (g *Gateway) expireGrantKeys(ctx context.Context) (int, error) {
+	now := g.now()
+	deleted, seen := 0, 0
+	cursor := ""
+	for seen < maintainBudget {
+		recs, next, err := g.store.ListRecordsPage(ctx, kindGrantKey, "", min(defaultPageLimit, maintainBudget-seen), cursor)
+		if err != nil {
+			return deleted, err
+		}
+		seen += len(recs)
+		keys, err := decodeRecords[grantKeyRecord](kindGrantKey, recs)
+		if err != nil {
+			return deleted, err
+		}
+		for _, k := range keys {
+			if now.Before(k.Value.Expires) {
+				continue
+			}
+			if err := g.store.DeleteRecord(ctx, kindGrantKey, k.ID, k.Version); err != nil {
+				if IsNotFound(err) || IsConflict(err) {
+					continue
+				}
+				return deleted, err
+			}
+			deleted++
+		}
+		if next == "" || next == cursor || len(recs) == 0 {
 			break
 		}
 		cursor = next

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,7 +25,7 @@ const (
 )
 
 // principal is an authenticated caller: a person signed in with the
-// cookie, or an API key.
+// cookie, an API key, or a run's grant.
 type principal struct {
 	actor api.Actor
 	Role  api.Role
@@ -61,14 +62,19 @@ func csrfToken(sessionToken string) string {
 }
 
 // authenticate finds the caller of r: nil without a credential, an
-// unauthorized error for a bad one. A bearer key wins over the cookie.
+// unauthorized error for a bad one. A bearer key or grant wins over the
+// cookie.
 func (g *Gateway) authenticate(ctx context.Context, r *http.Request) (*principal, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		tok, ok := strings.CutPrefix(h, "Bearer ")
 		if !ok {
 			return nil, unauthorized("Authorization header: want Bearer rk_<id>_<secret>")
 		}
-		return g.authenticateKey(ctx, strings.TrimSpace(tok))
+		tok = strings.TrimSpace(tok)
+		if strings.HasPrefix(tok, grantPrefix) {
+			return g.authenticateGrant(ctx, tok)
+		}
+		return g.authenticateKey(ctx, tok)
 	}
 	ck, err := r.Cookie(cookieName)
 	if err != nil || ck.Value == "" {
@@ -104,6 +110,24 @@ func (g *Gateway) authenticateKey(ctx context.Context, tok string) (*principal, 
 	return &principal{
 		actor: api.Actor{Kind: "key", ID: k.ID}, Role: k.Role, Workspaces: k.Workspaces,
 		cred: api.CredentialRef{Kind: "key", ID: k.ID}, key: &k,
+	}, nil
+}
+
+// authenticateGrant verifies a run's grant. Its principal acts as the
+// run (actor grant/RUN) in the run's workspace; authorize admits it only
+// on the routes marked grant, of that run, while the run is live.
+func (g *Gateway) authenticateGrant(ctx context.Context, tok string) (*principal, error) {
+	c, err := g.grants.verify(ctx, tok)
+	if errors.Is(err, errBadGrant) {
+		g.log.Debug("grant refused", "error", err)
+		return nil, unauthorized("grant does not verify (expired, tampered, or not this cluster's)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &principal{
+		actor: api.Actor{Kind: "grant", ID: c.Run}, Role: api.RoleEditor, Workspaces: []string{c.Workspace},
+		cred: api.CredentialRef{Kind: "grant", ID: c.ID}, grant: c,
 	}, nil
 }
 

@@ -92,6 +92,10 @@ type agentRunRecord struct {
 	// Awaiting is the proposal the run waits on (state
 	// awaiting_approval); empty when running.
 	Awaiting string `json:"awaiting,omitempty"`
+	// Approved is the proposal a person approved last (gates.go): the
+	// step its record names (ForStep) may apply it and no other
+	// proposal. Kept after that step; its ForStep has passed then.
+	Approved string `json:"approved,omitempty"`
 	// Ending is set by finish (succeeded or failed, and why) until the
 	// Driver ended the run (after its live Bash step, if any, ended).
 	Ending *api.FinishRequest `json:"ending,omitempty"`

@@ -130,6 +130,9 @@ type call struct {
 	// ws, path and rev name what a write to a workspace's files changed,
 	// for the audit log.
 	auditWS, auditPath, auditRev string
+	// grantRun is the run record authorize read for a grant's call: the
+	// run of the path, live, naming the grant.
+	grantRun *versioned[runRecord]
 }
 
 // json writes v as the answer.
@@ -206,6 +209,33 @@ func (g *Gateway) authorize(c *call, rt route) error {
 	case rt.org && len(p.Workspaces) > 0:
 		return forbidden("%s acts on every workspace; %s %s is limited to %s", rt.pattern, p.actor.Kind, p.actor.ID, strings.Join(p.Workspaces, ", "))
 	}
+	if p.grant != nil {
+		return g.authorizeGrant(c, p.grant)
+	}
+	return nil
+}
+
+// authorizeGrant admits a grant on a grant route only for the run in the
+// path, and only while that run is live and its record names the grant
+// (a grant dies with its run). The run record read is kept in c.grantRun.
+func (g *Gateway) authorizeGrant(c *call, claims *grantClaims) error {
+	id := c.r.PathValue("id")
+	if id != claims.Run {
+		return forbidden("the grant of run %s may not act on run %s", claims.Run, id)
+	}
+	var run runRecord
+	version, err := getRecord(c.ctx, g.store, kindRun, id, &run)
+	if IsNotFound(err) {
+		return unauthorized("the grant ended with its run")
+	}
+	if err != nil {
+		return err
+	}
+	live := run.State == api.RunRunning || run.State == api.RunAwaitingApproval
+	if run.Agent == nil || run.Agent.Grant != claims.ID || run.Workspace != claims.Workspace || !live {
+		return unauthorized("the grant ended with its run")
+	}
+	c.grantRun = &versioned[runRecord]{ID: id, Version: version, Value: run}
 	return nil
 }
 

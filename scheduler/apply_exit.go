@@ -97,6 +97,9 @@ func (st *State) commitExit(idx uint64, s *cluster.Step, c *cluster.CommitRevisi
 		return nil, fmt.Errorf("step %s: its exit commits revision %s of step %q in workspace %q, not of the step's workspace %q: %w",
 			s.ID, c.Revision.ID, c.Revision.Step, c.Revision.Workspace, s.Spec.Workspace, ErrInvalid)
 	}
+	if s.Spec.WorkspaceReadOnly {
+		return nil, fmt.Errorf("step %s: its exit commits revision %s, but its workspace is read-only: %w", s.ID, c.Revision.ID, ErrInvalid)
+	}
 	if err := checkRevision(c); err != nil {
 		return nil, err
 	}

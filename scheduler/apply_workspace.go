@@ -100,6 +100,9 @@ func (st *State) applyCommitRevision(idx uint64, c *cluster.CommitRevision) any 
 		if s.Revision != "" || !s.State.Terminal() {
 			return fmt.Errorf("step %s is %s with revision %q: a step's revision is committed with its exit: %w", id, s.State, s.Revision, ErrTransition)
 		}
+		if s.Spec.WorkspaceReadOnly {
+			return fmt.Errorf("step %s: its workspace is read-only: it makes no revision: %w", id, ErrInvalid)
+		}
 	}
 	r, err := st.commitRevision(idx, c)
 	if err != nil {

@@ -222,3 +222,28 @@ func TestStateHoldsNoURLs(t *testing.T) {
 		t.Errorf("the snapshot holds URLs: %s", data)
 	}
 }
+
+// TestApplyReadOnlyStepCommitsNothing: a step whose workspace is
+// read-only gets no revision, neither with its exit nor after it.
+func TestApplyReadOnlyStepCommitsNothing(t *testing.T) {
+	f := newTestFSM(t)
+	f.mustApply(t, register("n1", 4, 8*gib))
+	cmds := wsStep("s1", "")
+	sub := cmds[0].(cluster.SubmitStep)
+	sub.Spec.WorkspaceReadOnly = true
+	cmds[0] = sub
+	f.mustApply(t, cmds...)
+	e := exit("s1", "n1", 1, cluster.StateExited, 0)
+	e.Commit = stepCommit("rev-1", "", "s1")
+	er, ok := f.apply(t, e).(*ExitResult)
+	if !ok || !errors.Is(er.Refused, ErrInvalid) {
+		t.Fatalf("exit of a read-only step with a commit = %#v, want an ExitResult refused with ErrInvalid", er)
+	}
+	if s := f.step(t, "s1"); s.State != cluster.StateExited || s.Revision != "" {
+		t.Fatalf("step s1: %s, revision %q; want exited without a revision", s.State, s.Revision)
+	}
+	checkErr(t, "a revision for a read-only step after its exit", f.applyErr(t, *stepCommit("rev-1", "", "s1")), ErrInvalid)
+	if w, ok := f.State().Workspace("ws-a"); ok && w.Number != 0 {
+		t.Errorf("Workspace(ws-a) = %+v, want no revision", w)
+	}
+}

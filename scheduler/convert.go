@@ -45,6 +45,7 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 		Idempotent:     req.Idempotent,
 		Node:           cluster.NodeID(req.Node),
 	}
+	spec.WorkspaceReadOnly = req.WorkspaceReadOnly
 	if req.Node != "" {
 		if err := cluster.ValidateNodeID(cluster.NodeID(req.Node)); err != nil {
 			return cluster.StepSpec{}, badRequest("field \"node\": %v", err)
@@ -86,6 +87,9 @@ func checkWorkspaceFields(req api.StepRequest) error {
 			return badRequest("field \"library\": %v", err)
 		}
 	}
+	if req.WorkspaceReadOnly && req.Workspace == "" {
+		return badRequest("field \"workspace_read_only\": a step without a workspace has none to mount read-only: set \"workspace\" too, or drop the field")
+	}
 	return nil
 }
 
@@ -122,7 +126,7 @@ func limitsOfSpec(spec cluster.StepSpec) cluster.Limits {
 // only, and the limits in force.
 func requestOf(spec cluster.StepSpec) api.StepRequest {
 	lim := limitsOfSpec(spec)
-	return api.StepRequest{
+	req := api.StepRequest{
 		Image:          spec.Image,
 		Args:           slices.Clone(spec.Args),
 		EnvNames:       spec.EnvNames(),
@@ -140,6 +144,8 @@ func requestOf(spec cluster.StepSpec) api.StepRequest {
 		Idempotent:     spec.Idempotent,
 		Node:           string(spec.Node),
 	}
+	req.WorkspaceReadOnly = spec.WorkspaceReadOnly
+	return req
 }
 
 // apiStep converts a step record to its public form.

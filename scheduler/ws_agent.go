@@ -53,6 +53,7 @@ func (s *Server) openWorkspace(ctx context.Context, step cluster.Step) cluster.S
 	expires := s.now().Add(ttl)
 	if spec.Workspace != "" {
 		spec.WorkspaceAccess = s.access(ctx, step.ID, spec.Workspace, spec.BaseRevision, ttl, expires)
+		spec.WorkspaceAccess.ReadOnly = spec.WorkspaceReadOnly
 	}
 	if spec.Library != "" {
 		w, _ := s.fsm.State().Workspace(spec.Library)
@@ -138,6 +139,8 @@ func (s *Server) handleUploads(w http.ResponseWriter, r *http.Request) error {
 			req.Step, req.Attempt, req.Node, step.Attempts, step.Node, step.State)
 	case step.Spec.Workspace == "":
 		return conflict("step %s has no workspace: it uploads nothing", req.Step)
+	case step.Spec.WorkspaceReadOnly:
+		return conflict("step %s has its workspace read-only: it uploads nothing", req.Step)
 	case s.blobs == nil:
 		return errNoStore
 	}
@@ -173,13 +176,18 @@ func (s *Server) handleUploads(w http.ResponseWriter, r *http.Request) error {
 // revision the result makes and commits it in the same entry as the
 // exit. A result that cannot be used leaves a warning event and no
 // revision; a conflict keeps the tree as a detached revision and fails
-// the step. A repeated or late report commits nothing.
+// the step. A repeated or late report commits nothing, and neither does
+// a result of a step whose workspace is read-only (its node should have
+// reported none: the exit is recorded without it, and logged).
 func (s *Server) exitWithWorkspace(w http.ResponseWriter, r *http.Request, c cluster.StepExit) error {
 	ctx := r.Context()
 	st := s.fsm.State()
 	step, _ := st.Step(c.Record.Step)
 	ws := step.Spec.Workspace
-	if ws == "" {
+	if ws == "" || step.Spec.WorkspaceReadOnly {
+		if ws != "" {
+			s.logger.Warn("a step with a read-only workspace reported a result: no revision", "step", step.ID, "node", c.Node, "manifest", c.Record.Workspace.Manifest)
+		}
 		c.Record.Workspace = nil
 		return s.applyReport(w, r, c)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/manifest"
+	"github.com/rodon-compute/rodon/internal/textdiff"
 )
 
 // The reads of the workspace API that stream a revision's bytes or
@@ -144,11 +145,11 @@ func (s *Server) fileDiff(ctx context.Context, p string, a, b manifest.Entry) (a
 		if err := s.copyBlob(ctx, &sb, e); err != nil {
 			return api.FileDiff{}, false, err
 		}
-		if !isText(sb.String()) {
+		if !textdiff.IsText(sb.String()) {
 			return api.FileDiff{}, false, nil
 		}
 		texts[i] = sb.String()
 	}
-	d, truncated := unifiedDiff(p, texts[0], texts[1], maxDiffText)
+	d, truncated := textdiff.Unified(p, texts[0], texts[1], maxDiffText)
 	return api.FileDiff{Path: p, Diff: d, Truncated: truncated}, true, nil
 }

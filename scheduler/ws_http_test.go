@@ -723,3 +723,51 @@ func TestWorkspaceS3(t *testing.T) {
 		t.Errorf("b.txt = %d %q", status, content)
 	}
 }
+
+// TestWorkspaceReadOnlyStep: a step submitted with workspace_read_only
+// keeps it, is assigned its base read-only, gets no upload URLs, and a
+// result its node reports anyway makes no revision.
+func TestWorkspaceReadOnlyStep(t *testing.T) {
+	f := newWSFixture(t)
+	r1 := f.put("ws-a", "a.txt", "one\n", nil)
+	body := `{"id":"s1","image":"base","args":["true"],"cpu":1,"memory_bytes":1073741824,"workspace":"ws-a","workspace_read_only":true,"node":"n1"}`
+	var s api.Step
+	if status, _, b := f.do("gateway/gw", "POST", "/v1/steps", body, nil, &s); status != http.StatusCreated {
+		t.Fatalf("submit = %d %s", status, b)
+	}
+	if !s.Spec.WorkspaceReadOnly || s.Spec.BaseRevision != r1.ID {
+		t.Errorf("submitted spec = %+v, want workspace_read_only from the head %s", s.Spec, r1.ID)
+	}
+	noWS := `{"image":"base","args":["true"],"cpu":1,"memory_bytes":1073741824,"workspace_read_only":true}`
+	if status, _, b := f.do("gateway/gw", "POST", "/v1/steps", noWS, nil, nil); status != 400 || !strings.Contains(string(b), "workspace_read_only") {
+		t.Errorf("workspace_read_only without a workspace = %d %s, want 400 naming the field", status, b)
+	}
+
+	step := f.run("s1")
+	if a := step.Spec.WorkspaceAccess; a == nil || !a.ReadOnly || a.Revision != r1.ID || len(a.URLs) != 2 {
+		t.Fatalf("assignment's workspace access = %+v, want %s read-only with 2 URLs", a, r1.ID)
+	}
+	if !step.Spec.WorkspaceReadOnly {
+		t.Errorf("assignment's spec has workspace_read_only false")
+	}
+
+	// No upload URLs for a read-only step.
+	up := `{"step":"s1","node":"n1","attempt":1,"blobs":[{"sha256":"` + digestOf([]byte("x")) + `","size":1}]}`
+	if status, _, b := f.do("agent/n1", "POST", "/v1/agent/uploads", up, nil, nil); status != http.StatusConflict || !strings.Contains(string(b), "read-only") {
+		t.Errorf("uploads for a read-only step = %d %s, want 409 saying read-only", status, b)
+	}
+
+	// A result reported anyway: the exit is recorded, no revision.
+	m := &manifest.Manifest{Entries: []manifest.Entry{{Path: "b.txt", Type: manifest.File, Mode: 0o644, Size: 1, SHA256: digestOf([]byte("x"))}}}
+	_, digest := manifest.Encode(m)
+	if status, b := f.exitReport(step, digest); status != 200 {
+		t.Fatalf("exit with a result = %d %s, want 200", status, b)
+	}
+	st := f.step("s1")
+	if st.State != cluster.StateExited || st.Revision != "" {
+		t.Errorf("read-only step after its exit: %s, revision %q; want exited without a revision", st.State, st.Revision)
+	}
+	if w, _ := f.m.srv.fsm.State().Workspace("ws-a"); w.Head != r1.ID || w.Number != 1 {
+		t.Errorf("workspace after a read-only step = %+v, want head %s unchanged", w, r1.ID)
+	}
+}

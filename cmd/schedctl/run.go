@@ -45,6 +45,7 @@ type runCmd struct {
 	env           icli.EnvFlag
 	workspace     string
 	baseRevision  string
+	readOnly      bool
 	tty           bool
 	idempotent    bool
 }
@@ -55,7 +56,7 @@ func (*runCmd) takesArgv()         {}
 func (*runCmd) handlesInterrupts() {}
 
 func (*runCmd) synopsis() string {
-	return "run [--image NAME] [--cpu N] [--memory SIZE] [--timeout D] [--pids N] [--workspace-size SIZE] [--output-cap SIZE] [--no-internet] [--env K=V]... [--workspace ws-ID [--base-revision rev-ID]] [--tty] [--idempotent] [--id ID] -- ARGV..."
+	return "run [--image NAME] [--cpu N] [--memory SIZE] [--timeout D] [--pids N] [--workspace-size SIZE] [--output-cap SIZE] [--no-internet] [--env K=V]... [--workspace ws-ID [--base-revision rev-ID] [--workspace-read-only]] [--tty] [--idempotent] [--id ID] -- ARGV..."
 }
 
 func (r *runCmd) flags(fs *flag.FlagSet) {
@@ -73,6 +74,7 @@ func (r *runCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&r.env, "env", "environment variable K=V (repeatable)")
 	fs.StringVar(&r.workspace, "workspace", "", "a workspace of the store (ws-...): the step sees a copy of its head (or of --base-revision) at /workspace, and its changes become a revision")
 	fs.StringVar(&r.baseRevision, "base-revision", "", "the revision of --workspace the step starts from (rev-...; default: the head)")
+	fs.BoolVar(&r.readOnly, "workspace-read-only", false, "mount --workspace read-only: the step makes no revision")
 	fs.BoolVar(&r.tty, "tty", false, "give the step a terminal")
 	fs.BoolVar(&r.idempotent, "idempotent", false, "the step may run again if its node is lost (default: at most once)")
 	fs.StringVar(&r.id, "id", "", "step id (default: a random one)")
@@ -150,6 +152,12 @@ func (r *runCmd) request(argv []string) (api.StepRequest, error) {
 			return req, fmt.Errorf("%w: --base-revision: %v", errUsage, err)
 		}
 		req.BaseRevision = r.baseRevision
+	}
+	if r.readOnly {
+		if r.workspace == "" {
+			return req, fmt.Errorf("%w: --workspace-read-only needs --workspace", errUsage)
+		}
+		req.WorkspaceReadOnly = true
 	}
 	if req.ID != "" {
 		if err := cluster.ValidateStepID(cluster.StepID(req.ID)); err != nil {

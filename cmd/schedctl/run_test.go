@@ -159,19 +159,22 @@ func TestRunFlags(t *testing.T) {
 	ws := "ws-analysis-1"
 	r := schedctl(t, f.sched.url, nil, "run", "--id", "my-step", "--image", "python", "--cpu", "0.5",
 		"--memory", "1g", "--timeout", "90s", "--no-internet", "--env", "A=1", "--env", "B=x=y",
-		"--workspace", ws, "--tty", "--idempotent", "--pids", "256", "--workspace-size", "2g", "--output-cap", "128m",
+		"--workspace", ws, "--workspace-read-only", "--tty", "--idempotent", "--pids", "256", "--workspace-size", "2g", "--output-cap", "128m",
 		"--", "python3", "-c", "print(1)")
 	if r.code != 0 {
 		t.Fatalf("run = %v", r)
 	}
 	want := api.StepRequest{ID: "my-step", Image: "python", Args: []string{"python3", "-c", "print(1)"},
 		Env: []string{"A=1", "B=x=y"}, CPU: 0.5, MemoryBytes: 1 << 30, Timeout: api.Duration(90 * time.Second),
-		Workspace: ws, NoInternet: true, TTY: true, Idempotent: true, Pids: 256, WorkspaceBytes: 2 << 30, OutputBytes: 128 << 20}
+		Workspace: ws, WorkspaceReadOnly: true, NoInternet: true, TTY: true, Idempotent: true, Pids: 256, WorkspaceBytes: 2 << 30, OutputBytes: 128 << 20}
 	if diff := cmp.Diff(want, f.sched.submitted()[0]); diff != "" {
 		t.Errorf("submitted (-want +got):\n%s", diff)
 	}
 	if r := schedctl(t, f.sched.url, nil, "run", "--workspace", "/etc", "--", "true"); r.code != exitUsage || !strings.Contains(r.stderr, "--workspace") {
 		t.Errorf("run --workspace /etc = %v; want a usage error naming --workspace", r)
+	}
+	if r := schedctl(t, f.sched.url, nil, "run", "--workspace-read-only", "--", "true"); r.code != exitUsage || !strings.Contains(r.stderr, "--workspace-read-only needs --workspace") {
+		t.Errorf("run --workspace-read-only without --workspace = %v; want a usage error naming both", r)
 	}
 	for _, bad := range [][]string{{"--pids", "-1"}, {"--workspace-size", "lots"}, {"--output-cap", "-1m"}} {
 		if r := schedctl(t, f.sched.url, nil, append(append([]string{"run"}, bad...), "--", "true")...); r.code != exitUsage || !strings.Contains(r.stderr, bad[0]) {

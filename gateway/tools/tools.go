@@ -12,7 +12,9 @@ package tools
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/rodon-compute/rodon/api"
 )
@@ -59,3 +61,40 @@ type Env struct {
 type Refusal struct{ api.Refusal }
 
 func (r *Refusal) Error() string { return r.Message }
+
+// Conflict is what a Workspace's Commit answers when a path it changes
+// changed since its parent: the paths, and the detached revision that
+// keeps the change (workspaces keep a refused tree). A tool makes it its
+// result's Error; Err is the store's own error.
+type Conflict struct {
+	Parent   string
+	Paths    []string
+	Detached string
+	Err      error
+}
+
+func (c *Conflict) Error() string {
+	since := "the revision it was read at"
+	if c.Parent != "" {
+		since = c.Parent
+	}
+	msg := fmt.Sprintf("conflict: %s changed since %s", strings.Join(c.Paths, ", "), since)
+	if len(c.Paths) == 0 {
+		msg = "conflict: the workspace changed since " + since
+	}
+	if c.Detached != "" {
+		msg += " (the change is kept as detached revision " + c.Detached + ")"
+	}
+	return msg + "; read it again and retry"
+}
+
+func (c *Conflict) Unwrap() error { return c.Err }
+
+// Failure is an error a model should read (a file not found, a directory,
+// an old_string not found): the tool's result's Error, not the
+// gateway's. ProposalDiff answers one; the tools put theirs in Error.
+type Failure string
+
+func (f Failure) Error() string { return string(f) }
+
+func failf(format string, args ...any) Failure { return Failure(fmt.Sprintf(format, args...)) }

@@ -31,6 +31,9 @@ type Error struct {
 	RetryAfter time.Duration
 	// Revision is a conflict's detached revision (api.ErrorDetail.Revision).
 	Revision *api.Revision
+	// Refusal is a refused tool call's (api.ErrorDetail.Reason, Path and
+	// DidYouMean).
+	Refusal *api.Refusal
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -43,6 +46,9 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	}
 	doc := api.NewError(e.Code, e.Message)
 	doc.Detail.Revision = e.Revision
+	if e.Refusal != nil {
+		doc.Detail.Reason, doc.Detail.Path, doc.Detail.DidYouMean = e.Refusal.Reason, e.Refusal.Path, e.Refusal.DidYouMean
+	}
 	WriteJSON(w, e.Status, doc)
 }
 

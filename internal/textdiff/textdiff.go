@@ -1,4 +1,9 @@
-package scheduler
+// Package textdiff is the one unified diff of Rodon (the scheduler's diff
+// route, an agent's proposals): a diff of lines, from the longest common
+// subsequence of the lines between the common head and tail of both
+// sides. Its table is bounded (maxDiffCells): past it, the middle is
+// shown as removed, then added.
+package textdiff
 
 import (
 	"fmt"
@@ -6,19 +11,14 @@ import (
 	"unicode/utf8"
 )
 
-// The text diffs of the diff route: a unified diff of lines, from the
-// longest common subsequence of the lines between the common head and
-// tail of both sides. Its table is bounded (maxDiffCells): past it, the
-// middle is shown as removed, then added.
-
 // maxDiffCells bounds the LCS table of one file's diff.
 const maxDiffCells = 4 << 20
 
 // diffContext is the lines of context around a change.
 const diffContext = 3
 
-// isText reports whether b reads as text: UTF-8 without NUL.
-func isText(b string) bool {
+// IsText reports whether b reads as text: UTF-8 without NUL.
+func IsText(b string) bool {
 	return utf8.ValidString(b) && !strings.ContainsRune(b, 0)
 }
 
@@ -95,9 +95,9 @@ func diffLines(a, b []string) []diffOp {
 	return ops
 }
 
-// unifiedDiff returns the unified diff of path p from a to b ("" when
-// they are equal), cut at limit bytes (truncated true).
-func unifiedDiff(p, a, b string, limit int) (string, bool) {
+// Unified returns the unified diff of path p from a to b ("" when they
+// are equal), cut at limit bytes (truncated true).
+func Unified(p, a, b string, limit int) (string, bool) {
 	ops := diffLines(splitLines(a), splitLines(b))
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "--- a/%s\n+++ b/%s\n", p, p)
