@@ -90,10 +90,13 @@ type RestoreRequest struct {
 // every blob the store does not have; a second request with Commit set,
 // once they are uploaded, makes the revision.
 type UploadRequest struct {
-	Files   []UploadFile `json:"files"`
-	Parent  string       `json:"parent,omitempty"`
-	Message string       `json:"message,omitempty"`
-	Commit  bool         `json:"commit,omitempty"`
+	Files []UploadFile `json:"files"`
+	// Delete names paths the revision removes (files, symlinks, or
+	// directories with everything under them), in the same revision.
+	Delete  []string `json:"delete,omitempty"`
+	Parent  string   `json:"parent,omitempty"`
+	Message string   `json:"message,omitempty"`
+	Commit  bool     `json:"commit,omitempty"`
 }
 
 // UploadFile is one file of an UploadRequest.

@@ -29,6 +29,9 @@ type Driver struct {
 	now      func() time.Time
 	log      *slog.Logger
 	nodes    *nodeNames
+	// files is the scheduler's workspace API (nil without one): the
+	// revisions of an agent run's Bash steps are read for their events.
+	files Files
 	// library returns the account library's workspace, given to every
 	// step.
 	library func(context.Context) (string, error)
@@ -44,7 +47,8 @@ const casTries = 5
 const staleLive = time.Minute
 
 func newDriver(store Store, steps Steps, nodes *nodeNames, library func(context.Context) (string, error), interval time.Duration, now func() time.Time, logger *slog.Logger) *Driver {
-	return &Driver{store: store, steps: steps, nodes: nodes, library: library, interval: interval, now: now,
+	files, _ := steps.(Files)
+	return &Driver{store: store, steps: steps, files: files, nodes: nodes, library: library, interval: interval, now: now,
 		log: logger.With("component", "driver"), wake: make(chan struct{}, 1)}
 }
 
@@ -190,8 +194,15 @@ func (d *Driver) advance(ctx context.Context, id string) (runRecord, error) {
 		if run.settled() {
 			return run, nil
 		}
-		changed, err := d.evolve(ctx, &run)
+		var changed bool
+		var events []api.RunEvent
+		if run.Agent != nil {
+			changed, events, err = d.evolveAgent(ctx, &run)
+		} else {
+			changed, err = d.evolve(ctx, &run)
+		}
 		if changed {
+			reserveEvents(&run, events, d.now())
 			fitRecord(&run)
 			if _, perr := putRecord(ctx, d.store, kindRun, id, version, &run); perr != nil {
 				if IsConflict(perr) {
@@ -199,6 +210,7 @@ func (d *Driver) advance(ctx context.Context, id string) (runRecord, error) {
 				}
 				return run, errors.Join(err, perr)
 			}
+			writeEvents(ctx, d.store, d.log, id, events)
 		}
 		return run, err
 	}
@@ -224,40 +236,30 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 		case stepEnded, stepSkipped:
 			continue
 		case stepPending:
-			req := s.Spec
-			req.ID, req.Workspace = s.ID, run.Workspace
-			lib, err := d.library(ctx)
-			if err != nil {
-				return changed, err
-			}
-			req.Library = lib
 			// Any node may run any step: the first starts from the
 			// workspace's head (fixed by the scheduler at submission),
 			// each next one from the revision the one before made, or
 			// the one it started from when it changed nothing.
+			base := ""
 			if i > 0 {
-				base, err := d.baseAfter(ctx, run.Steps[i-1])
+				b, err := d.baseAfter(ctx, run.Steps[i-1])
 				if err != nil {
 					return changed, err
 				}
-				req.BaseRevision = base
+				base = b
 			}
-			_, err = d.steps.SubmitStep(ctx, req)
-			var ce *client.Error
+			refused, err := d.submit(ctx, run, s, base)
 			switch {
-			case err == nil || IsConflict(err):
-				// A conflict: this step was submitted already (by us
-				// before a crash, or by another driver).
-				s.Status, changed = stepSubmitted, true
-				i-- // look at it at once
-			case errors.As(err, &ce) && ce.Code == api.CodeBadRequest:
-				run.Errors = append(run.Errors, truncateUTF8(fmt.Sprintf("step %d was refused by the scheduler: %s", i, Scrub(ce.Message, d.nodes.known(ctx)...)), maxViewText))
+			case err != nil:
+				return changed, err
+			case refused != "":
+				run.Errors = append(run.Errors, truncateUTF8(fmt.Sprintf("step %d was refused by the scheduler: %s", i, refused), maxViewText))
 				s.Status = stepSkipped
 				d.end(run, api.RunFailed, i+1, now)
 				return true, nil
-			default:
-				return changed, fmt.Errorf("submit step %s: %w", s.ID, err)
 			}
+			s.Status, changed = stepSubmitted, true
+			i-- // look at it at once
 		case stepSubmitted:
 			st, err := d.steps.Step(ctx, s.ID)
 			if IsNotFound(err) {
@@ -321,6 +323,27 @@ func (d *Driver) evolve(ctx context.Context, run *runRecord) (changed bool, err 
 	return changed || c, err
 }
 
+// submit submits pending step s of run from revision base (empty: the
+// workspace's head at submission). A step submitted already (by this
+// driver before a crash, or by another) is no error; a step the scheduler
+// refuses is answered by its refusal, scrubbed.
+func (d *Driver) submit(ctx context.Context, run *runRecord, s *runStepRecord, base string) (refused string, err error) {
+	req := s.Spec
+	req.ID, req.Workspace, req.BaseRevision = s.ID, run.Workspace, base
+	if req.Library, err = d.library(ctx); err != nil {
+		return "", err
+	}
+	_, err = d.steps.SubmitStep(ctx, req)
+	var ce *client.Error
+	switch {
+	case err == nil || IsConflict(err):
+		return "", nil
+	case errors.As(err, &ce) && ce.Code == api.CodeBadRequest:
+		return Scrub(ce.Message, d.nodes.known(ctx)...), nil
+	}
+	return "", fmt.Errorf("submit step %s: %w", s.ID, err)
+}
+
 // settleViews reads again the ended steps whose kept view is not final
 // (their sandbox's clean-up or their cancel's confirmation may come after
 // their exit), until it is, or viewSettle after the step ended; a step the
@@ -369,7 +392,7 @@ func (d *Driver) end(run *runRecord, state string, from int, now time.Time) {
 // confirmed its step's (or could not verify it). A cancel that found no
 // live step is confirmed at once: no process was left.
 func (d *Driver) settleCancel(ctx context.Context, run *runRecord, now time.Time) (bool, error) {
-	if run.State == api.RunRunning || run.Cancel == nil || run.settled() {
+	if run.live() || run.Cancel == nil || run.settled() {
 		return false, nil
 	}
 	if run.CancelStep == "" {

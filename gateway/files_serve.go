@@ -197,8 +197,15 @@ func (g *Gateway) handleUploads(c *call) error {
 	if err := decodeBodyMax(c.w, c.r, &req, maxUploadBody); err != nil {
 		return err
 	}
-	if len(req.Files) == 0 || len(req.Files) > manifest.DefaultLimits.MaxEntries {
-		return badRequest("field \"files\": want 1 to %d files", manifest.DefaultLimits.MaxEntries)
+	if len(req.Files)+len(req.Delete) == 0 || len(req.Files) > manifest.DefaultLimits.MaxEntries || len(req.Delete) > manifest.DefaultLimits.MaxEntries {
+		return badRequest("field \"files\": want 1 to %d files (or deletions)", manifest.DefaultLimits.MaxEntries)
+	}
+	for i, d := range req.Delete {
+		p, err := manifest.Clean(d, manifest.DefaultLimits)
+		if err != nil {
+			return badRequest("delete[%d]: %v", i, err)
+		}
+		req.Delete[i] = p
 	}
 	for i := range req.Files {
 		u := &req.Files[i]

@@ -273,6 +273,15 @@ func TestUploadsThroughTheGateway(t *testing.T) {
 	if w := f.do("viewer", "GET", "/v1/workspaces/ws-main/files/data/big.csv", "", 200, nil); w.Body.String() != content {
 		t.Errorf("GET big.csv = %q, want %q", w.Body, content)
 	}
+	// A commit may delete paths in the same revision; a deletion of
+	// nothing is a 404, an unclean path a 400.
+	body = `{"files":[{"path":"data/copy.csv","sha256":"` + d + `","size":15}],"delete":["data/big.csv"],"commit":true}`
+	f.do("editor", "POST", "/v1/workspaces/ws-main/uploads", body, 201, &up)
+	if up.Revision == nil || len(up.Revision.Changes.Added) != 1 || len(up.Revision.Changes.Removed) != 1 || up.Revision.Changes.Removed[0] != "data/big.csv" {
+		t.Fatalf("commit with a deletion = %+v, want one revision adding data/copy.csv and removing data/big.csv", up)
+	}
+	f.do("editor", "POST", "/v1/workspaces/ws-main/uploads", `{"files":[],"delete":["data/big.csv"],"commit":true}`, 404, nil)
+	f.do("editor", "POST", "/v1/workspaces/ws-main/uploads", `{"files":[],"delete":["../x"],"commit":true}`, 400, nil)
 	// A presigned GET (the one a node's assignment carries for a step of
 	// the workspace) goes through as well, ranges and all, as an
 	// attachment.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,8 +15,6 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/gateway/tools"
-	"github.com/rodon-compute/rodon/internal/manifest"
-	"github.com/rodon-compute/rodon/scheduler/client"
 )
 
 // Gates (docs/design/agents.md, §3.5): proposals, approvals, the gated
@@ -42,8 +39,11 @@ const (
 	// store's 256 KiB.
 	maxProposalRecord = 250 << 10
 	// DefaultApprovalTTL is how long an approval lets the next step
-	// apply its proposal (Config.ApprovalTTL).
+	// apply its proposal (Config.ApprovalTTL, `gateway serve
+	// --approval-ttl`), between MinApprovalTTL and MaxApprovalTTL.
 	DefaultApprovalTTL = 15 * time.Minute
+	MinApprovalTTL     = 10 * time.Second
+	MaxApprovalTTL     = 24 * time.Hour
 )
 
 const prefixProposal = "prop-"
@@ -111,32 +111,29 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 	if err != nil {
 		return api.ProposeChangeResult{}, fmt.Errorf("read the head of workspace %s: %w", t.run.Workspace, err)
 	}
+	// Each path as the workspace's tree path it writes (symlinks
+	// inside the tree followed), confined as every write is.
 	files := make([]api.ProposedFile, 0, len(in.Files))
-	seen := map[string]bool{}
-	for i, f := range in.Files {
-		p, err := confineWrite(head, f.Path)
+	for _, f := range in.Files {
+		target, err := tools.Resolve(head, nil, f.Path, true)
 		if err != nil {
 			return api.ProposeChangeResult{}, err
 		}
-		switch {
-		case seen[p]:
-			return api.ProposeChangeResult{}, refuseInput("ProposeChange: files[%d]: %s is named twice", i, p)
-		case f.Delete && f.Content != "":
-			return api.ProposeChangeResult{}, refuseInput("ProposeChange: files[%d] (%s): delete takes no content", i, p)
-		}
-		seen[p] = true
-		files = append(files, api.ProposedFile{Path: p, Content: f.Content, Delete: f.Delete})
+		files = append(files, api.ProposedFile{Path: target.Path, Content: f.Content, Delete: f.Delete})
 	}
-	slices.SortFunc(files, func(a, b api.ProposedFile) int { return strings.Compare(a.Path, b.Path) })
-	for _, f := range files {
-		if f.Delete && !hasFile(head, f.Path) {
-			return api.ProposeChangeResult{Base: head.Revision(), Error: fmt.Sprintf("%s: no such file at revision %s to delete", f.Path, head.Revision())}, nil
-		}
+	if len(files) > 1 && slices.ContainsFunc(files, func(f api.ProposedFile) bool { return f.Delete }) {
+		// The workspace API commits a deletion only alone.
+		return api.ProposeChangeResult{}, refuseInput("ProposeChange: a deletion must be the only file of its proposal; propose the deletion and the other files apart")
 	}
-	diff, err := diffProposal(ctx, head, files)
+	diff, err := tools.ProposalDiff(ctx, head, files)
+	var failure tools.Failure
+	if errors.As(err, &failure) {
+		return api.ProposeChangeResult{Base: head.Revision(), Error: string(failure)}, nil
+	}
 	if err != nil {
 		return api.ProposeChangeResult{}, err
 	}
+	slices.SortFunc(files, func(a, b api.ProposedFile) int { return strings.Compare(a.Path, b.Path) })
 	prop := api.Proposal{ID: newID(prefixProposal), Run: t.run.ID, Step: t.stepID, Base: head.Revision(),
 		State: api.ProposalProposed, SHA256: proposalDigest(files), Message: in.Message, Files: files, Diff: diff}
 	if b, _ := json.Marshal(prop); len(b) > maxProposalRecord {
@@ -146,16 +143,6 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 		return api.ProposeChangeResult{}, fmt.Errorf("record proposal %s: %w", prop.ID, err)
 	}
 	return api.ProposeChangeResult{Proposal: prop.ID, Base: prop.Base, Diff: prop.Diff}, nil
-}
-
-// hasFile reports whether tree holds a file or symlink at p.
-func hasFile(tree tools.Tree, p string) bool {
-	for _, e := range tree.Entries() {
-		if e.Path == p {
-			return e.Type != "dir"
-		}
-	}
-	return false
 }
 
 // toolApply applies proposal in.Proposal for call t, or, for a gated
@@ -214,9 +201,14 @@ func (g *Gateway) toolApply(ctx context.Context, t *toolCall, in api.ApplyChange
 		return res, false, fmt.Errorf("mark proposal %s applied: %w", prop.ID, err)
 	}
 	rev, err := g.commitProposal(ctx, t, &prop)
-	if paths, ok := commitConflict(err); ok {
-		prop.Reason = fmt.Sprintf("conflict: %s changed since revision %s, the proposal's base", strings.Join(paths, ", "), prop.Base)
-		res.Error = fmt.Sprintf("proposal %s conflicts with the workspace: %s changed since revision %s, its base; read them again and propose anew", prop.ID, strings.Join(paths, ", "), prop.Base)
+	var conflict *tools.Conflict
+	if errors.As(err, &conflict) {
+		paths := strings.Join(conflict.Paths, ", ")
+		if paths == "" {
+			paths = "the workspace"
+		}
+		prop.Reason = fmt.Sprintf("conflict: %s changed since revision %s, the proposal's base", paths, prop.Base)
+		res.Error = fmt.Sprintf("proposal %s conflicts with the workspace: %s changed since revision %s, its base; read them again and propose anew", prop.ID, paths, prop.Base)
 		g.finishProposal(ctx, &prop, version)
 		return res, false, nil
 	}
@@ -279,18 +271,6 @@ func (g *Gateway) commitProposal(ctx context.Context, t *toolCall, prop *api.Pro
 		msg = "apply proposal " + prop.ID
 	}
 	return t.env.Workspace.Commit(ctx, prop.Base, changes, msg)
-}
-
-// commitConflict returns the paths of a commit refused as a conflict.
-func commitConflict(err error) ([]string, bool) {
-	var ce *client.Error
-	if !errors.As(err, &ce) || ce.Code != api.CodeConflict {
-		return nil, false
-	}
-	if ce.Revision != nil && len(ce.Revision.Conflict) > 0 {
-		return ce.Revision.Conflict, true
-	}
-	return []string{"(paths not named)"}, true
 }
 
 // finishProposal records what became of an applied proposal (Applied or
@@ -442,59 +422,3 @@ func orNothing(s string) string {
 
 func (g *Gateway) handleApprove(c *call) error { return g.decide(c, true) }
 func (g *Gateway) handleReject(c *call) error  { return g.decide(c, false) }
-
-// confineWrite resolves p, as a tool call gave it, to the tree path a
-// proposal may write (the tools' confinement, write=true).
-// TEMPORARY until i13-tools lands tools.Resolve.
-func confineWrite(tree tools.Tree, p string) (string, error) {
-	refuse := func(reason, format string, args ...any) error {
-		return &tools.Refusal{Refusal: api.Refusal{Reason: reason, Path: p, Message: fmt.Sprintf(format, args...)}}
-	}
-	if strings.HasPrefix(p, "/library/") || p == "/library" {
-		return "", refuse(api.RefusedReadOnly, "%s is in the library, which is read-only", p)
-	}
-	c, err := manifest.Clean(p, manifest.DefaultLimits)
-	if err != nil {
-		return "", refuse(api.RefusedPath, "%v", err)
-	}
-	if c == "agents" || strings.HasPrefix(c, "agents/") {
-		return "", refuse(api.RefusedReadOnly, "%s: no tool writes under agents/", p)
-	}
-	return c, nil
-}
-
-// diffProposal is the unified diff of files against tree.
-// TEMPORARY until i13-tools lands tools.ProposalDiff: whole files.
-func diffProposal(ctx context.Context, tree tools.Tree, files []api.ProposedFile) (string, error) {
-	var b strings.Builder
-	for _, f := range files {
-		old := ""
-		if hasFile(tree, f.Path) {
-			rc, err := tree.Open(ctx, f.Path)
-			if err != nil {
-				return "", fmt.Errorf("read %s: %w", f.Path, err)
-			}
-			data, err := io.ReadAll(rc)
-			rc.Close()
-			if err != nil {
-				return "", fmt.Errorf("read %s: %w", f.Path, err)
-			}
-			old = string(data)
-		}
-		fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", f.Path, f.Path)
-		for _, l := range lines(old) {
-			b.WriteString("-" + l + "\n")
-		}
-		for _, l := range lines(f.Content) {
-			b.WriteString("+" + l + "\n")
-		}
-	}
-	return b.String(), nil
-}
-
-func lines(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
-}

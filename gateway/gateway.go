@@ -65,6 +65,9 @@ type Config struct {
 	// Stream serves GET /v1/steps/{id}/stream once authorized; nil answers
 	// 501 (the relay is not wired in).
 	Stream StreamServer
+	// Output reads a step's output from its node (the relay's upstream),
+	// for the answer of an agent's Bash call; nil answers without it.
+	Output OutputSource
 	// Quotas bound the live runs and queued steps of each workspace and
 	// each principal.
 	Quotas Quotas

@@ -114,7 +114,7 @@ func parseStepID(id string) (runID string, index int, err error) {
 		return "", 0, fmt.Errorf("step id %q: want s-<run>-<index> such as s-%s-0", id, strings.Repeat("a", idLen))
 	}
 	n, err := strconv.Atoi(idx)
-	if err != nil || n < 0 || n >= maxSteps || strconv.Itoa(n) != idx {
+	if err != nil || n < 0 || n >= maxToolSteps || strconv.Itoa(n) != idx {
 		return "", 0, fmt.Errorf("step id %q: index %q is not a step index", id, idx)
 	}
 	return prefixRun + part, n, nil

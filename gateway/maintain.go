@@ -145,6 +145,9 @@ func (g *Gateway) expireRun(ctx context.Context, e versioned[runIndexRecord]) (b
 	case !IsNotFound(err):
 		return false, err
 	}
+	if err := g.deleteRunEvents(ctx, runID); err != nil {
+		return false, err
+	}
 	if err := deleteAny(ctx, g.store, kindRunWS, wsIndexID(e.Value.Workspace, runID)); err != nil {
 		return false, err
 	}
@@ -155,6 +158,23 @@ func (g *Gateway) expireRun(ctx context.Context, e versioned[runIndexRecord]) (b
 		return false, err
 	}
 	return true, nil
+}
+
+// deleteRunEvents deletes the events of run (an agent run's; its record
+// is gone), a page at a time.
+func (g *Gateway) deleteRunEvents(ctx context.Context, run string) error {
+	for range maintainBudget {
+		recs, _, err := g.store.ListRecordsPage(ctx, kindRunEvent, run+".", storePage, "")
+		if err != nil || len(recs) == 0 {
+			return err
+		}
+		for _, r := range recs {
+			if err := g.store.DeleteRecord(ctx, kindRunEvent, r.ID, r.Version); err != nil && !IsNotFound(err) && !IsConflict(err) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // deleteAny deletes record kind/id at whatever version it has: for

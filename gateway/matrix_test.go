@@ -72,8 +72,8 @@ var matrixRows = map[string]matrixRow{
 		body: func(f *fixture) string { return `{"rev":"` + f.rev + `"}` }, ok: 201, other: 403},
 	// Agent runs: the grant helper replaces these rows (501: not built yet).
 	"POST /v1/runs/{id}/steps":               {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/steps" }, body: fixed(`{"tool":"Read","input":{"path":"a"}}`), ok: 501, other: 403},
-	"GET /v1/runs/{id}/events":               {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/events" }, ok: 501, other: 501},
-	"POST /v1/runs/{id}/finish":              {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/finish" }, body: fixed(`{}`), ok: 501, other: 501},
+	"GET /v1/runs/{id}/events":               {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/events" }, ok: 200, other: 404},
+	"POST /v1/runs/{id}/finish":              {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/finish" }, body: fixed(`{}`), ok: 409, other: 404},
 	"GET /v1/runs/{id}/proposals/{proposal}": {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/proposals/prop-x" }, ok: 404, other: 404},
 	"POST /v1/runs/{id}/approve":             {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/approve" }, body: fixed(`{"proposal":"prop-x"}`), ok: 409, other: 404},
 	"POST /v1/runs/{id}/reject":              {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/reject" }, body: fixed(`{"proposal":"prop-x"}`), ok: 409, other: 404},

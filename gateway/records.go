@@ -130,7 +130,8 @@ type runStepRecord struct {
 	Spec  api.StepRequest `json:"spec"`
 	// Status is pending (not submitted yet), submitted, ended (the
 	// scheduler's record is terminal and the run moved on) or skipped
-	// (cancelled without running).
+	// (cancelled without running); a file tool's step is calling until
+	// its answer ends it.
 	Status string `json:"status"`
 	// View is the ended step as the API shows it, taken from the
 	// scheduler when the step ended and kept up to date until Final (its
@@ -152,12 +153,21 @@ const (
 	stepSubmitted = "submitted"
 	stepEnded     = "ended"
 	stepSkipped   = "skipped"
+	// stepCalling is a file tool's step of an agent run while the gateway
+	// answers it (agents.go); the Driver leaves it alone.
+	stepCalling = "calling"
 )
+
+// live reports whether the run has not ended: running, or an agent run
+// awaiting approval.
+func (r *runRecord) live() bool {
+	return r.State == api.RunRunning || r.State == api.RunAwaitingApproval
+}
 
 // settled reports whether the run is over and its cancel, if any, settled:
 // nothing is left for the Driver to do.
 func (r *runRecord) settled() bool {
-	if r.State == api.RunRunning || r.Cancel != nil && r.Cancel.ConfirmedAt.IsZero() && r.Cancel.Unverified == "" {
+	if r.live() || r.Cancel != nil && r.Cancel.ConfirmedAt.IsZero() && r.Cancel.Unverified == "" {
 		return false
 	}
 	for _, s := range r.Steps {

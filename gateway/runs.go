@@ -15,6 +15,7 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/gateway/agentfile"
 	"github.com/rodon-compute/rodon/gateway/relay"
 	"github.com/rodon-compute/rodon/internal/size"
 )
@@ -27,8 +28,8 @@ const (
 	maxRunRecord = 200 << 10
 )
 
-// images are the step images a run may ask for.
-var images = []string{"base", "python"}
+// images are the step images a run may ask for (defined in agentfile).
+var images = agentfile.Images
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -148,6 +149,12 @@ func (g *Gateway) handleCreateRun(c *call) error {
 			return err
 		}
 	}
+	if req.Agent != "" {
+		if len(req.Steps) > 0 {
+			return badRequest("fields \"agent\" and \"steps\": an agent run has no steps to begin with (its steps are the tool calls it makes, POST /v1/runs/{id}/steps): give one or the other")
+		}
+		return g.createAgentRun(c, req)
+	}
 	if len(req.Steps) == 0 || len(req.Steps) > maxSteps {
 		return badRequest("field \"steps\": want 1 to %d steps, got %d", maxSteps, len(req.Steps))
 	}
@@ -165,7 +172,27 @@ func (g *Gateway) handleCreateRun(c *call) error {
 		return badRequest("run too large: %d bytes of steps, at most %d: pass data through the workspace, not arguments", len(b), maxRunRecord)
 	}
 	c.target = run.ID
-	release, err := g.admit(c.ctx, &run)
+	if err := g.startRun(c, &run, func() error {
+		for i := range run.Steps {
+			if err := g.sealEnv(c.ctx, run.Steps[i].ID, &run.Steps[i].Spec); err != nil {
+				return err
+			}
+		}
+		if b, _ := json.Marshal(run); len(b) > maxRunRecord {
+			return badRequest("run too large: %d bytes of steps once sealed, at most %d: pass data through the workspace, not arguments", len(b), maxRunRecord)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return c.json(http.StatusCreated, g.operation(c.ctx, &run, true))
+}
+
+// startRun admits run to its quotas, calls prepare (nil: nothing), then
+// writes its live marker, its index entries and the run record, and
+// hands it to the Driver (run is then as the Driver left it).
+func (g *Gateway) startRun(c *call, run *runRecord, prepare func() error) error {
+	release, err := g.admit(c.ctx, run)
 	if err != nil {
 		return err
 	}
@@ -175,14 +202,12 @@ func (g *Gateway) handleCreateRun(c *call) error {
 			release()
 		}
 	}()
-	for i := range run.Steps {
-		if err := g.sealEnv(c.ctx, run.Steps[i].ID, &run.Steps[i].Spec); err != nil {
+	if prepare != nil {
+		if err := prepare(); err != nil {
 			return err
 		}
 	}
-	if b, _ := json.Marshal(run); len(b) > maxRunRecord {
-		return badRequest("run too large: %d bytes of steps once sealed, at most %d: pass data through the workspace, not arguments", len(b), maxRunRecord)
-	}
+	now := run.CreatedAt
 	// The marker first: a run without one would never be driven (nor
 	// uncounted from its quotas). Then the indexes, so that a run record
 	// is never missing from them; an index entry without its run is
@@ -199,18 +224,18 @@ func (g *Gateway) handleCreateRun(c *call) error {
 	if _, err := putRecord(c.ctx, g.store, kindRunWS, wsIndexID(run.Workspace, run.ID), 0, &idx); err != nil {
 		return err
 	}
-	if _, err := putRecord(c.ctx, g.store, kindRun, run.ID, 0, &run); err != nil {
+	if _, err := putRecord(c.ctx, g.store, kindRun, run.ID, 0, run); err != nil {
 		return err
 	}
 	// Submit the first step now rather than at the next pass; a failure
 	// here is the Driver's to retry.
 	if adv, err := g.driver.advance(c.ctx, run.ID); err == nil {
-		run = adv
+		*run = adv
 	} else {
 		g.log.Warn("advance new run", "run", run.ID, "error", err)
 	}
 	g.driver.Wake()
-	return c.json(http.StatusCreated, g.operation(c.ctx, &run, true))
+	return nil
 }
 
 // getRun reads run id for the caller: 404 when it does not exist or is in
@@ -244,8 +269,8 @@ func (g *Gateway) handleRuns(c *call) error {
 			return err
 		}
 	}
-	if state != "" && !slices.Contains([]string{api.RunRunning, api.RunSucceeded, api.RunFailed, api.RunCancelled}, state) {
-		return badRequest("query parameter state %q: want running, succeeded, failed or cancelled", truncateText(state, 40))
+	if state != "" && !slices.Contains([]string{api.RunRunning, api.RunAwaitingApproval, api.RunSucceeded, api.RunFailed, api.RunCancelled}, state) {
+		return badRequest("query parameter state %q: want running, awaiting_approval, succeeded, failed or cancelled", truncateText(state, 40))
 	}
 	if session != "" {
 		if !validID(session, prefixSession) {
@@ -360,7 +385,7 @@ func (g *Gateway) handleCancelRun(c *call) error {
 		if run.Cancel != nil {
 			break // a repeated cancel is a no-op
 		}
-		if run.State != api.RunRunning {
+		if !run.live() {
 			return conflict("run %s ended already (%s)", id, run.State)
 		}
 		run.Cancel = &api.Cancel{RequestedAt: g.now()}
@@ -414,6 +439,9 @@ func (g *Gateway) operation(ctx context.Context, run *runRecord, full bool) api.
 		}
 	}
 	op.FilesChanged = unionFilesChanged(op.Steps)
+	if run.Agent != nil {
+		g.agentOperation(ctx, run, &op)
+	}
 	return op
 }
 

@@ -15,7 +15,10 @@ import (
 func runStepView(rs runStepRecord, st *api.Step, known ...string) api.RunStep {
 	out := api.RunStep{
 		ID: rs.ID, Index: rs.Index, Args: rs.Spec.Args, Image: rs.Spec.Image, TTY: rs.Spec.TTY,
-		Events: []api.Event{}, Denied: map[string]int64{}, Retry: retryRule(rs.Spec.Idempotent),
+		Events: []api.Event{}, Denied: map[string]int64{}, Retry: retryRule(rs.Spec.Idempotent), Tool: cloneToolStep(rs.Tool),
+	}
+	if out.Args == nil {
+		out.Args = []string{} // a file tool's step runs no command
 	}
 	if st == nil {
 		out.State = api.StepPending
@@ -94,7 +97,7 @@ const (
 // back.
 func keptView(rs runStepRecord, st *api.Step, known []string) *api.RunStep {
 	v := runStepView(rs, st, known...)
-	v.ID, v.Index, v.Args, v.Image, v.TTY, v.Retry = "", 0, nil, "", false, ""
+	v.ID, v.Index, v.Args, v.Image, v.TTY, v.Retry, v.Tool = "", 0, nil, "", false, "", nil
 	v.Reason = truncateUTF8(v.Reason, maxViewText)
 	if v.Cancel != nil {
 		v.Cancel.Unverified = truncateUTF8(v.Cancel.Unverified, maxViewText)
@@ -113,6 +116,10 @@ func keptView(rs runStepRecord, st *api.Step, known []string) *api.RunStep {
 func withRecord(rs runStepRecord, kept *api.RunStep) api.RunStep {
 	v := *kept
 	v.ID, v.Index, v.Args, v.Image, v.TTY = rs.ID, rs.Index, rs.Spec.Args, rs.Spec.Image, rs.Spec.TTY
+	v.Tool = cloneToolStep(rs.Tool)
+	if v.Args == nil {
+		v.Args = []string{}
+	}
 	v.Retry = retryRule(rs.Spec.Idempotent)
 	if v.Attempts > 1 {
 		v.Retry += "; placed " + strconv.Itoa(v.Attempts) + " times"
@@ -193,4 +200,18 @@ func truncateUTF8(s string, n int) string {
 		n--
 	}
 	return s[:n] + "..."
+}
+
+// cloneToolStep copies a step's tool call, so that a view never shares
+// the run record's.
+func cloneToolStep(t *api.ToolStep) *api.ToolStep {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	if t.Refusal != nil {
+		r := *t.Refusal
+		c.Refusal = &r
+	}
+	return &c
 }

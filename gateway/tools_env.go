@@ -116,23 +116,27 @@ func (w *toolWorkspace) conflict(ctx context.Context, parent string, err error) 
 	return fmt.Errorf("write workspace %s: %w", w.ws, w.g.fromScheduler(ctx, err))
 }
 
-// commitMany commits several files as one revision: their blobs uploaded
-// first (those the store lacks), then the uploads route's commit. A
-// deletion among several changes is not supported by that route.
+// commitMany commits several changes as one revision: the blobs of the
+// files uploaded first (those the store lacks), then the uploads route's
+// commit with the files and the deletions.
 func (w *toolWorkspace) commitMany(ctx context.Context, parent string, changes []tools.Change, opts client.WriteOptions) (api.Revision, error) {
 	req := api.UploadRequest{Parent: parent, Message: opts.Message}
 	content := map[string][]byte{}
 	for _, c := range changes {
 		if c.Delete {
-			return api.Revision{}, fmt.Errorf("commit %d changes: a deletion can only be committed alone", len(changes))
+			req.Delete = append(req.Delete, c.Path)
+			continue
 		}
 		d := manifest.Digest(c.Content)
 		content[d] = c.Content
 		req.Files = append(req.Files, api.UploadFile{Path: c.Path, SHA256: d, Size: int64(len(c.Content)), Mode: c.Mode})
 	}
-	resp, err := w.f.Uploads(ctx, w.ws, req, opts)
-	if err != nil {
-		return api.Revision{}, err
+	var resp api.UploadResponse
+	var err error
+	if len(req.Files) > 0 {
+		if resp, err = w.f.Uploads(ctx, w.ws, req, opts); err != nil {
+			return api.Revision{}, err
+		}
 	}
 	for d, u := range resp.URLs {
 		if err := w.upload(ctx, u, content[d]); err != nil {

@@ -348,6 +348,22 @@ func TestWorkspaceStep(t *testing.T) {
 	}
 }
 
+// TestWorkspaceStepAuthor: a file tool's write is authored by its run's
+// step (no step of the scheduler's); an empty one is refused.
+func TestWorkspaceStepAuthor(t *testing.T) {
+	f := newWSFixture(t)
+	var rt api.Revision
+	if status, _, b := f.do("gateway/gw", "PUT", "/v1/workspaces/ws-a/files/tool.txt", "t\n", http.Header{AuthorHeader: {"step:s-tool-0"}}, &rt); status != 201 {
+		t.Fatalf("gateway PUT as a step = %d %s", status, b)
+	}
+	if rt.Author != (api.Author{Kind: api.AuthorStep, ID: "s-tool-0"}) || rt.Step != "" {
+		t.Errorf("a tool's revision = %+v, want authored by step s-tool-0, no scheduler step", rt)
+	}
+	if status, _, b := f.do("gateway/gw", "PUT", "/v1/workspaces/ws-a/files/tool.txt", "u\n", http.Header{AuthorHeader: {"step:"}}, nil); status != 400 {
+		t.Errorf("gateway PUT as step with no id = %d %s, want 400", status, b)
+	}
+}
+
 func TestWorkspaceConflicts(t *testing.T) {
 	f := newWSFixture(t)
 	r1 := f.put("ws-a", "a.txt", "one\n", nil)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -40,8 +41,8 @@ func authorOf(r *http.Request) (api.Author, error) {
 		return api.Author{Kind: api.AuthorKey, ID: "gateway:" + c.id.Name}, nil
 	}
 	kind, id, _ := strings.Cut(h, ":")
-	if kind != api.AuthorAccount && kind != api.AuthorKey || id == "" || len(id) > 256 || strings.IndexFunc(id, unicode.IsControl) >= 0 {
-		return api.Author{}, badRequest("header %s %q: want KIND:ID, kind account or key, ID of at most 256 printable characters", AuthorHeader, h)
+	if kind != api.AuthorAccount && kind != api.AuthorKey && kind != api.AuthorStep || id == "" || len(id) > 256 || strings.IndexFunc(id, unicode.IsControl) >= 0 {
+		return api.Author{}, badRequest("header %s %q: want KIND:ID, kind account, key or step (an agent run's tool call), ID of at most 256 printable characters", AuthorHeader, h)
 	}
 	return api.Author{Kind: kind, ID: id}, nil
 }
@@ -159,6 +160,30 @@ func withFiles(m *manifest.Manifest, es []manifest.Entry) (*manifest.Manifest, e
 	return out, nil
 }
 
+// withoutPaths is m without paths (each a file, a symlink, or a directory
+// with everything under it), and the first path that names nothing.
+func withoutPaths(m *manifest.Manifest, paths []string) (*manifest.Manifest, string) {
+	out := &manifest.Manifest{Entries: make([]manifest.Entry, 0, len(m.Entries))}
+	found := make([]bool, len(paths))
+	for _, e := range m.Entries {
+		keep := true
+		for i, p := range paths {
+			if e.Path == p || strings.HasPrefix(e.Path, p+"/") {
+				keep, found[i] = false, true
+			}
+		}
+		if keep {
+			out.Entries = append(out.Entries, e)
+		}
+	}
+	for i, ok := range found {
+		if !ok {
+			return nil, paths[i]
+		}
+	}
+	return out, ""
+}
+
 func parentDir(p string) string {
 	i := strings.LastIndexByte(p, '/')
 	if i < 0 {
@@ -260,13 +285,8 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	tree := &manifest.Manifest{Entries: make([]manifest.Entry, 0, len(baseM.Entries))}
-	for _, e := range baseM.Entries {
-		if e.Path != p && !strings.HasPrefix(e.Path, p+"/") {
-			tree.Entries = append(tree.Entries, e)
-		}
-	}
-	if len(tree.Entries) == len(baseM.Entries) {
+	tree, missing := withoutPaths(baseM, []string{p})
+	if missing != "" {
 		return notFound("workspace %s: no file %q in revision %q", ws, p, base)
 	}
 	rev, err := s.commitWrite(w, r, ws, base, baseM, tree, meta)
@@ -295,8 +315,16 @@ func (s *Server) handleWorkspaceUploads(w http.ResponseWriter, r *http.Request) 
 	if s.blobs == nil {
 		return errNoStore
 	}
-	if len(req.Files) == 0 || len(req.Files) > manifest.DefaultLimits.MaxEntries {
-		return badRequest("field \"files\": %d files: want 1 to %d", len(req.Files), manifest.DefaultLimits.MaxEntries)
+	if len(req.Files)+len(req.Delete) == 0 || len(req.Files) > manifest.DefaultLimits.MaxEntries || len(req.Delete) > manifest.DefaultLimits.MaxEntries {
+		return badRequest("field \"files\": %d files and %d deletions: want 1 to %d of either", len(req.Files), len(req.Delete), manifest.DefaultLimits.MaxEntries)
+	}
+	deleted := make([]string, len(req.Delete))
+	for i, d := range req.Delete {
+		p, err := manifest.Clean(d, manifest.DefaultLimits)
+		if err != nil {
+			return badRequest("field \"delete[%d]\": %v", i, err)
+		}
+		deleted[i] = p
 	}
 	es := make([]manifest.Entry, len(req.Files))
 	for i, f := range req.Files {
@@ -319,6 +347,9 @@ func (s *Server) handleWorkspaceUploads(w http.ResponseWriter, r *http.Request) 
 			return badRequest("field \"files[%d].mode\": %o: want 644 or 755", i, f.Mode)
 		}
 		es[i] = manifest.Entry{Path: p, Type: manifest.File, Mode: mode, Size: f.Size, SHA256: f.SHA256}
+		if slices.Contains(deleted, p) {
+			return badRequest("field \"files[%d].path\": %s is deleted too", i, p)
+		}
 	}
 	ctx := r.Context()
 	if !req.Commit {
@@ -350,7 +381,11 @@ func (s *Server) handleWorkspaceUploads(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	tree, err := withFiles(baseM, es)
+	kept, missing := withoutPaths(baseM, deleted)
+	if missing != "" {
+		return notFound("workspace %s: no file %q to delete in revision %q", ws, missing, base)
+	}
+	tree, err := withFiles(kept, es)
 	if err != nil {
 		return err
 	}

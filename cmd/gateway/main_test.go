@@ -64,6 +64,7 @@ func TestFlagErrors(t *testing.T) {
 		{"idle timeout", with("--http-idle-timeout", "2h"), "--http-idle-timeout 2h0m0s"},
 		{"retention", with("--run-retention", "100ms"), "--run-retention 100ms"},
 		{"maintenance", with("--maintenance-interval", "48h"), "--maintenance-interval 48h0m0s"},
+		{"approval ttl", with("--approval-ttl", "1s"), "--approval-ttl 1s: want 10s to 24h0m0s"},
 		{"stream recheck", with("--stream-recheck", "31s"), "--stream-recheck 31s: want more than 0 and at most 30s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,6 +147,7 @@ func TestServeHelp(t *testing.T) {
 		"-http-idle-timeout duration\n", "(at most 1h0m0s) (default 2m0s)",
 		"-run-retention duration\n", "(1s-87600h0m0s; a run not settled is kept until it is) (default 2160h0m0s)",
 		"-maintenance-interval duration\n", "(1s-24h0m0s) (default 1m0s)",
+		"-approval-ttl duration\n", "apply it (10s-24h0m0s) (default 15m0s)",
 		"-stream-recheck duration\n", "(at most 30s) (default 30s)",
 	} {
 		if !strings.Contains(stderr.String(), want) {
@@ -170,14 +172,14 @@ func TestSettingsReachTheGateway(t *testing.T) {
 	c, _, err := f.config(slog.New(slog.DiscardHandler))
 	d := gateway.DefaultConfig()
 	if err != nil || c.Quotas != d.Quotas || c.SignIn != d.SignIn || c.Timeouts != d.Timeouts || c.RunRetention != d.RunRetention ||
-		c.MaintenanceInterval != d.MaintenanceInterval || f.settings.streamRecheck != 30*time.Second {
+		c.MaintenanceInterval != d.MaintenanceInterval || c.ApprovalTTL != d.ApprovalTTL || f.settings.streamRecheck != 30*time.Second {
 		t.Errorf("defaults: %+v, %v; want the gateway's", c, err)
 	}
 	f = parse("--quota-live-runs-per-workspace", "7", "--signin-hashing", "2", "--http-write-timeout", "5s",
-		"--run-retention", "48h", "--maintenance-interval", "10s", "--stream-recheck", "5s")
+		"--run-retention", "48h", "--maintenance-interval", "10s", "--stream-recheck", "5s", "--approval-ttl", "1h")
 	c, _, err = f.config(slog.New(slog.DiscardHandler))
 	if err != nil || c.Quotas.LiveRunsPerWorkspace != 7 || c.SignIn.Hashing != 2 || c.Timeouts.Write != 5*time.Second ||
-		c.RunRetention != 48*time.Hour || c.MaintenanceInterval != 10*time.Second || f.settings.streamRecheck != 5*time.Second {
+		c.RunRetention != 48*time.Hour || c.MaintenanceInterval != 10*time.Second || c.ApprovalTTL != time.Hour || f.settings.streamRecheck != 5*time.Second {
 		t.Errorf("set: %+v (recheck %v), %v; want the flags' values", c, f.settings.streamRecheck, err)
 	}
 }

@@ -40,6 +40,7 @@ type settings struct {
 	signIn              gateway.SignInLimits
 	timeouts            gateway.Timeouts
 	runRetention        time.Duration
+	approvalTTL         time.Duration
 	maintenanceInterval time.Duration
 	streamRecheck       time.Duration
 	maxFileSize         sizeFlag
@@ -62,7 +63,7 @@ func (s *sizeFlag) Set(v string) error {
 // defaultSettings are the flags' defaults.
 func defaultSettings() settings {
 	d := gateway.DefaultConfig()
-	return settings{quotas: d.Quotas, signIn: d.SignIn, timeouts: d.Timeouts, runRetention: d.RunRetention,
+	return settings{quotas: d.Quotas, signIn: d.SignIn, timeouts: d.Timeouts, runRetention: d.RunRetention, approvalTTL: d.ApprovalTTL,
 		maintenanceInterval: d.MaintenanceInterval, streamRecheck: relay.DefaultConfig().Recheck, maxFileSize: sizeFlag(d.MaxFileSize)}
 }
 
@@ -101,6 +102,8 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.DurationVar(&t.Idle, "http-idle-timeout", t.Idle, fmt.Sprintf("how long a kept-alive connection waits for its next request (at most %v)", mt.Idle))
 	fs.DurationVar(&s.runRetention, "run-retention", s.runRetention,
 		fmt.Sprintf("how long run records are kept after the run started (%v-%v; a run not settled is kept until it is)", gateway.MinRunRetention, gateway.MaxRunRetention))
+	fs.DurationVar(&s.approvalTTL, "approval-ttl", s.approvalTTL,
+		fmt.Sprintf("how long a person's approval of an agent run's proposal lets the run's next step apply it (%v-%v)", gateway.MinApprovalTTL, gateway.MaxApprovalTTL))
 	fs.DurationVar(&s.maintenanceInterval, "maintenance-interval", s.maintenanceInterval,
 		fmt.Sprintf("how often the maintenance pass runs: retention, expired sign-ins, quota counters (%v-%v)", minMaintenanceInterval, maxMaintenanceInterval))
 	fs.Var(&s.maxFileSize, "max-file-size",
@@ -120,6 +123,8 @@ func (s *settings) check() error {
 	switch {
 	case s.runRetention < gateway.MinRunRetention || s.runRetention > gateway.MaxRunRetention:
 		return fmt.Errorf("%w: --run-retention %v: want %v to %v", cli.ErrUsage, s.runRetention, gateway.MinRunRetention, gateway.MaxRunRetention)
+	case s.approvalTTL < gateway.MinApprovalTTL || s.approvalTTL > gateway.MaxApprovalTTL:
+		return fmt.Errorf("%w: --approval-ttl %v: want %v to %v", cli.ErrUsage, s.approvalTTL, gateway.MinApprovalTTL, gateway.MaxApprovalTTL)
 	case s.maintenanceInterval < minMaintenanceInterval || s.maintenanceInterval > maxMaintenanceInterval:
 		return fmt.Errorf("%w: --maintenance-interval %v: want %v to %v", cli.ErrUsage, s.maintenanceInterval, minMaintenanceInterval, maxMaintenanceInterval)
 	case s.maxFileSize <= 0 || s.maxFileSize > gateway.MaxMaxFileSize:
@@ -169,7 +174,7 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *gateway.Publi
 	}
 	st := f.settings
 	c.Quotas, c.SignIn, c.Timeouts, c.RunRetention, c.MaintenanceInterval = st.quotas, st.signIn, st.timeouts, st.runRetention, st.maintenanceInterval
-	c.MaxFileSize = int64(st.maxFileSize)
+	c.MaxFileSize, c.ApprovalTTL = int64(st.maxFileSize), st.approvalTTL
 	var pub *gateway.PublicCert
 	switch {
 	case f.httpsCert != "" && f.httpsKey == "":
@@ -266,11 +271,15 @@ func serve(ctx context.Context, f *serveFlags, hup <-chan os.Signal, logger *slo
 	agents := relay.NewAgents(src)
 	defer agents.CloseIdleConnections()
 	rcfg.Stdin, rcfg.Resize = relay.AgentInput(sched.StreamLocation, agents)
-	rl, err := relay.New(rcfg, relay.NewAgentUpstream(sched.StreamLocation, agents), logger)
+	up := relay.NewAgentUpstream(sched.StreamLocation, agents)
+	rl, err := relay.New(rcfg, up, logger)
 	if err != nil {
 		return err
 	}
 	cfg.Stream = rl
+	// An agent's Bash call answers with its step's output, read the same
+	// way.
+	cfg.Output = up
 	if src != nil {
 		cfg.Collectors = append(cfg.Collectors, src.Collector())
 	}

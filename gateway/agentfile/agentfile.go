@@ -67,9 +67,3 @@ func (e *Error) Error() string {
 
 // Path is the workspace path of agent name's file.
 func Path(name string) string { return "agents/" + name + ".md" }
-
-// Parse reads the agent file of agent name (its front matter's name must
-// be name). Every error is an *Error.
-func Parse(name string, data []byte) (*File, error) {
-	return nil, &Error{Message: "agent files are not implemented yet"} // the agentfile helper replaces this
-}

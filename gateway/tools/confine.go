@@ -117,7 +117,9 @@ func resolve(head Tree, ix *index, library Tree, p string, write bool) (Target, 
 	}
 	for _, r := range p {
 		if r == 0 || unicode.IsControl(r) {
-			return Target{}, refuse(api.RefusedPath, p, ix.suggest(strings.Map(dropControl, p)), "path %s holds %U: NUL and control characters are refused", quote(p), r)
+			// The path up to a NUL is what a C caller would have read.
+			meant, _, _ := strings.Cut(p, "\x00")
+			return Target{}, refuse(api.RefusedPath, p, ix.suggest(strings.Map(dropControl, meant)), "path %s holds %U: NUL and control characters are refused", quote(p), r)
 		}
 	}
 	if n := norm.NFKC.String(p); n != p {

@@ -42,10 +42,6 @@ func commit(ctx context.Context, env Env, head Tree, t Target, content []byte, m
 	if t.Entry != nil && t.Entry.Mode != 0 {
 		mode = t.Entry.Mode
 	}
-	if t.Entry != nil && t.Entry.SHA256 == manifest.Digest(content) && t.Entry.Mode == mode {
-		// Nothing changes: no revision, the head is the answer.
-		return api.Revision{ID: head.Revision()}, nil
-	}
 	rev, err := env.Workspace.Commit(ctx, head.Revision(), []Change{{Path: t.Path, Content: content, Mode: mode}}, message)
 	var c *Conflict
 	if errors.As(err, &c) {

@@ -201,6 +201,7 @@ export interface RestoreRequest {
 
 export interface UploadRequest {
   files: UploadFile[] | null;
+  delete?: string[];
   parent?: string;
   message?: string;
   commit?: boolean;
