@@ -48,16 +48,21 @@ func TestAgentReconstruct(t *testing.T) {
 		t.Fatalf("the Bash step %+v (answer %+v), want exited 0 with a revision", st, res)
 	}
 	made = append(made, st.Revision)
-	var prop api.ProposeChangeResult
-	r.ok(api.ToolProposeChange, api.ProposeChangeInput{Message: "tidy", Files: []api.ProposedFile{
-		{Path: "proposed.txt", Content: "proposed\n"}, {Path: "data/b.csv", Delete: true}, {Path: "bash.txt", Content: "changed by the proposal\n"},
-	}}, &prop)
-	if h := owner.head(ws); h.ID != st.Revision {
-		t.Errorf("head %s after ProposeChange, want %s: a proposal changes nothing", h.ID, st.Revision)
+	// Two proposals (a deletion is a proposal of its own), each applied.
+	for _, files := range [][]api.ProposedFile{
+		{{Path: "proposed.txt", Content: "proposed\n"}, {Path: "bash.txt", Content: "changed by the proposal\n"}},
+		{{Path: "data/b.csv", Delete: true}},
+	} {
+		before := owner.head(ws).ID
+		var prop api.ProposeChangeResult
+		r.ok(api.ToolProposeChange, api.ProposeChangeInput{Message: "tidy", Files: files}, &prop)
+		if h := owner.head(ws); h.ID != before {
+			t.Errorf("head %s after ProposeChange, want %s: a proposal changes nothing", h.ID, before)
+		}
+		var apply api.ApplyChangeResult
+		r.ok(api.ToolApplyChange, api.ApplyChangeInput{Proposal: prop.Proposal}, &apply)
+		made = append(made, apply.Revision)
 	}
-	var apply api.ApplyChangeResult
-	r.ok(api.ToolApplyChange, api.ApplyChangeInput{Proposal: prop.Proposal}, &apply)
-	made = append(made, apply.Revision)
 	write("final.txt", "the end\n")
 	end := r.finish()
 	if end.State != api.RunSucceeded {
@@ -77,7 +82,7 @@ func TestAgentReconstruct(t *testing.T) {
 			revs = append(revs, e)
 		}
 	}
-	for kind, n := range map[string]int{api.RunEventCreated: 1, api.RunEventToolCall: 7, api.RunEventScript: 1, api.RunEventProposal: 1, api.RunEventEnded: 1} {
+	for kind, n := range map[string]int{api.RunEventCreated: 1, api.RunEventToolCall: 7, api.RunEventScript: 1, api.RunEventProposal: 2, api.RunEventEnded: 1} {
 		if kinds[kind] < n {
 			t.Errorf("events hold %d of kind %s, want at least %d (kinds %v)", kinds[kind], kind, n, kinds)
 		}
