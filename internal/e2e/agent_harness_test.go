@@ -320,6 +320,7 @@ func (r *agentRun) checkRefusals() []api.RunEvent {
 		r.t.Errorf("run %s has %d refused steps, want %d", r.id, refused, r.refusals)
 	}
 	rs := refusalEvents(r.events(r.owner))
+	r.t.Logf("run %s: %d calls, %d refused, %d refusal events, the run counts %d", r.id, r.calls, r.refusals, len(rs), op.Refusals)
 	if len(rs) != r.refusals {
 		r.t.Errorf("run %s has %d refusal events, want %d", r.id, len(rs), r.refusals)
 	}
