@@ -135,6 +135,10 @@ type ToolStep struct {
 	Name string `json:"name"`
 	// InputSHA256 is the digest of the call's input as sent.
 	InputSHA256 string `json:"input_sha256"`
+	// Input is a short account of the input for people: the path, the
+	// pattern, the command's first line, the proposal (at most 200
+	// characters; the run page shows it beside the tool's name).
+	Input string `json:"input,omitempty"`
 	// Summary is a short account of the result ("read 40 lines of
 	// data/sales.csv", "3 matches in 2 files").
 	Summary string   `json:"summary,omitempty"`

@@ -16,6 +16,7 @@ import (
 //	node id                       1-63 of a-z 0-9 . - _, first a-z or 0-9   ValidateNodeID
 //	member id, gateway name,      as a node id                              ValidateName
 //	operator name (identities)
+//	agent name (agents/NAME.md)   1-63 of a-z 0-9 -, first a-z or 0-9       ValidateAgentName
 //
 // A step id also names the step's sandbox (its containerd container, its
 // cgroup and network namespace, its workspace image), so it is narrow. A
@@ -28,6 +29,7 @@ import (
 var (
 	stepIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+	agentPattern  = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 )
 
 // ValidateStepID reports whether id can name a step.
@@ -65,6 +67,15 @@ func ValidateNodeID(id NodeID) error { return ValidateName("node id", string(id)
 func ValidateName(kind, name string) error {
 	if !namePattern.MatchString(name) {
 		return fmt.Errorf("%s %q: want 1-63 characters of a-z, 0-9, '.', '-' and '_', starting with a letter or digit", kind, name)
+	}
+	return nil
+}
+
+// ValidateAgentName reports whether name can name an agent: its file is
+// agents/NAME.md of a workspace (gateway/agentfile).
+func ValidateAgentName(name string) error {
+	if !agentPattern.MatchString(name) {
+		return fmt.Errorf("agent name %q: want 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit", name)
 	}
 	return nil
 }

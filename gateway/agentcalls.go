@@ -61,14 +61,26 @@ func (g *Gateway) handleRunSteps(c *call) error {
 	if !slices.Contains(api.Tools, name) {
 		name = truncateUTF8(strings.ToValidUTF8(name, "?"), maxToolName)
 	}
+	if spec != nil && c.grantRun != nil {
+		// A script step queues as a fixed run's do: the quotas of queued
+		// steps hold it back.
+		q, run := g.cfg.Quotas, &c.grantRun.Value
+		if err := g.checkQueued(c.ctx, wsQuotaID(run.Workspace), q.QueuedStepsPerWorkspace, "workspace "+run.Workspace); err != nil {
+			return err
+		}
+		if err := g.checkQueued(c.ctx, byQuotaID(run.CreatedBy.ID), q.QueuedStepsPerPrincipal, run.CreatedBy.Kind+" "+run.CreatedBy.ID); err != nil {
+			return err
+		}
+	}
 	now := g.now()
 	index := -1
-	run, err := g.runCAS(c.ctx, id, func(run *runRecord) ([]api.RunEvent, error) {
+	// The run as authorize read it is the first try.
+	run, err := g.runCASFrom(c.ctx, id, c.grantRun, func(run *runRecord) ([]api.RunEvent, error) {
 		if err := acceptsCalls(run); err != nil {
 			return nil, err
 		}
 		index = len(run.Steps)
-		s := runStepRecord{ID: stepID(run.ID, index), Index: index, Tool: &api.ToolStep{Name: name, InputSHA256: inputSHA}}
+		s := runStepRecord{ID: stepID(run.ID, index), Index: index, Tool: &api.ToolStep{Name: name, InputSHA256: inputSHA, Input: inputAccount(in)}}
 		ev := api.RunEvent{Step: s.ID, StepIndex: &s.Index, Tool: name, InputSHA256: inputSHA}
 		var events []api.RunEvent
 		switch {
@@ -217,6 +229,53 @@ func bashRequest(claims *grantClaims, in api.BashInput) (api.StepRequest, error)
 	return req, nil
 }
 
+// maxInputAccount bounds ToolStep.Input.
+const maxInputAccount = 200
+
+// inputAccount is a short account of a tool's input for people (the run
+// page shows it beside the tool): the path, the pattern, the command's
+// first line, the proposal.
+func inputAccount(in any) string {
+	var s string
+	switch in := in.(type) {
+	case api.ReadInput:
+		s = in.Path
+		if in.Offset > 1 {
+			s += fmt.Sprintf(" from line %d", in.Offset)
+		}
+	case api.WriteInput:
+		s = in.Path
+	case api.EditInput:
+		s = in.Path
+	case api.GlobInput:
+		s = in.Pattern
+		if in.Path != "" {
+			s += " in " + in.Path
+		}
+	case api.GrepInput:
+		s = in.Pattern
+		if in.Path != "" {
+			s += " in " + in.Path
+		}
+		if in.Glob != "" {
+			s += " (" + in.Glob + ")"
+		}
+	case api.BashInput:
+		s, _, _ = strings.Cut(strings.TrimSpace(in.Command), "\n")
+	case api.ProposeChangeInput:
+		s = fmt.Sprintf("%d files", len(in.Files))
+		if in.Patch != "" {
+			s = "a patch"
+		}
+		if in.Message != "" {
+			s += ": " + in.Message
+		}
+	case api.ApplyChangeInput:
+		s = in.Proposal
+	}
+	return truncateUTF8(strings.ToValidUTF8(s, "?"), maxInputAccount)
+}
+
 // keptRefusal is refusal as the run record keeps it: its message bounded.
 func keptRefusal(r *api.Refusal) *api.Refusal {
 	k := *r
@@ -351,7 +410,7 @@ func (g *Gateway) runTool(ctx context.Context, t *toolCall, tool string, in any)
 		var res api.ReadResult
 		res, err = tools.Read(ctx, t.env, in.(api.ReadInput))
 		o.result, o.read = res, res.Revision
-		o.summary = fmt.Sprintf("read lines of %s (%d lines)", res.Path, res.Lines)
+		o.summary = fmt.Sprintf("read %d of %d lines of %s", strings.Count(res.Content, "\n"), res.Lines, res.Path)
 		if res.Error != "" {
 			o.failed, o.summary = true, res.Error
 		}

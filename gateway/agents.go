@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -68,9 +69,24 @@ var errRunUnchanged = errors.New("run unchanged")
 // (runCAS answers the run as read, and a nil error); any other error is
 // returned as it is.
 func (g *Gateway) runCAS(ctx context.Context, id string, change func(*runRecord) ([]api.RunEvent, error)) (runRecord, error) {
+	return g.runCASFrom(ctx, id, nil, change)
+}
+
+// runCASFrom is runCAS starting from first, the run as just read (nil:
+// read it); a conflict reads it again.
+func (g *Gateway) runCASFrom(ctx context.Context, id string, first *versioned[runRecord], change func(*runRecord) ([]api.RunEvent, error)) (runRecord, error) {
 	for range casTries {
 		var run runRecord
-		version, err := getRecord(ctx, g.store, kindRun, id, &run)
+		var version uint64
+		var err error
+		if first != nil && first.ID == id {
+			// A copy: change may modify it, and a retry must not see that.
+			b, _ := json.Marshal(first.Value)
+			err = json.Unmarshal(b, &run)
+			version, first = first.Version, nil
+		} else {
+			version, err = getRecord(ctx, g.store, kindRun, id, &run)
+		}
 		if err != nil {
 			return run, err
 		}

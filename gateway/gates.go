@@ -48,6 +48,43 @@ const (
 
 const prefixProposal = "prop-"
 
+// proposalID is a new id of a proposal of run: prop-, the run id's part
+// after run-, and random characters, so that a run's proposals are listed
+// (and deleted with it) by that prefix.
+func proposalID(run string) string {
+	return proposalPrefix(run) + randomString(8)
+}
+
+// proposalPrefix starts the ids of run's proposals.
+func proposalPrefix(run string) string { return prefixProposal + strings.TrimPrefix(run, prefixRun) }
+
+// deleteRunProposals deletes the proposals of run (its record is gone),
+// a page at a time; a record of the prefix that names another run is
+// left alone.
+func (g *Gateway) deleteRunProposals(ctx context.Context, run string) error {
+	cursor := ""
+	for range maintainBudget {
+		recs, next, err := g.store.ListRecordsPage(ctx, kindProposal, proposalPrefix(run), storePage, cursor)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			var p api.Proposal
+			if json.Unmarshal(r.Value, &p) == nil && p.Run != run {
+				continue
+			}
+			if err := g.store.DeleteRecord(ctx, kindProposal, r.ID, r.Version); err != nil && !IsNotFound(err) && !IsConflict(err) {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+	}
+	return nil
+}
+
 // proposalDigest is the hex SHA-256 of files' canonical encoding, the
 // digest an approval is for (api.Proposal.SHA256). The files are sorted
 // by path, then each is encoded as
@@ -121,10 +158,6 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 		}
 		files = append(files, api.ProposedFile{Path: target.Path, Content: f.Content, Delete: f.Delete})
 	}
-	if len(files) > 1 && slices.ContainsFunc(files, func(f api.ProposedFile) bool { return f.Delete }) {
-		// The workspace API commits a deletion only alone.
-		return api.ProposeChangeResult{}, refuseInput("ProposeChange: a deletion must be the only file of its proposal; propose the deletion and the other files apart")
-	}
 	diff, err := tools.ProposalDiff(ctx, head, files)
 	var failure tools.Failure
 	if errors.As(err, &failure) {
@@ -134,7 +167,7 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 		return api.ProposeChangeResult{}, err
 	}
 	slices.SortFunc(files, func(a, b api.ProposedFile) int { return strings.Compare(a.Path, b.Path) })
-	prop := api.Proposal{ID: newID(prefixProposal), Run: t.run.ID, Step: t.stepID, Base: head.Revision(),
+	prop := api.Proposal{ID: proposalID(t.run.ID), Run: t.run.ID, Step: t.stepID, Base: head.Revision(),
 		State: api.ProposalProposed, SHA256: proposalDigest(files), Message: in.Message, Files: files, Diff: diff}
 	if b, _ := json.Marshal(prop); len(b) > maxProposalRecord {
 		return api.ProposeChangeResult{}, refuseInput("ProposeChange: the proposal with its diff is %d bytes, at most %d: propose fewer or smaller files at a time", len(b), maxProposalRecord)

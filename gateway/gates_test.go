@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +14,6 @@ import (
 	"github.com/rodon-compute/rodon/gateway/tools"
 	"github.com/rodon-compute/rodon/scheduler/client"
 )
-
-// testClock is a clock a test moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // wsHead is ws-main's head: its revision count and the content of p
 // ("", false when it has no such file).
@@ -210,8 +191,9 @@ const gateContent = "approved content\n"
 
 // gateFixture is a fixture on a clock the test moves.
 func gateFixture(t *testing.T) (*fixture, *testClock) {
-	clock := &testClock{now: time.Now().UTC().Truncate(time.Second)}
-	f := newFixtureWith(t, func(cfg *Config) { cfg.Now = clock.Now })
+	clock := newTestClock() // grant_test.go
+	clock.t = clock.t.Truncate(time.Second)
+	f := newFixtureWith(t, func(cfg *Config) { cfg.Now = clock.now })
 	return f, clock
 }
 
@@ -291,8 +273,8 @@ func TestProposeChange(t *testing.T) {
 		{"traversal", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "data/../../etc/passwd", Content: "x"}}}, api.RefusedPath, []string{"outside the workspace"}},
 		{"library", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "/library/x", Content: "x"}}}, api.RefusedReadOnly, []string{"read-only"}},
 		{"agent file", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "agents/gater.md", Content: "tools: [Bash]"}}}, api.RefusedReadOnly, []string{"agents/"}},
+		{"record too large", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "big.txt", Content: strings.Repeat("a line\n", 20000)}}}, api.RefusedInput, []string{"with its diff", "fewer or smaller"}},
 		{"twice", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "data/a.txt", Content: "1"}, {Path: "/workspace/data/a.txt", Content: "2"}}}, api.RefusedInput, []string{"more than once"}},
-		{"deletion with others", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "data/a.txt", Delete: true}, {Path: "b", Content: "2"}}}, api.RefusedInput, []string{"only file"}},
 	} {
 		_, err := f.g.toolPropose(t.Context(), r.call(api.ToolProposeChange), tc.in)
 		wantRefusal(t, "ProposeChange "+tc.name, err, tc.reason, tc.words...)
@@ -326,5 +308,26 @@ func TestProposalDigest(t *testing.T) {
 	}
 	if got, want := proposalDigest([]api.ProposedFile{{Path: "b", Delete: true}}), proposalDigest([]api.ProposedFile{{Path: "b"}}); got == want {
 		t.Errorf("a deletion and an empty file have the same digest %s", got)
+	}
+}
+
+// TestProposalsGoWithTheirRun: retention deletes a run's proposals with
+// it, and no other run's.
+func TestProposalsGoWithTheirRun(t *testing.T) {
+	f, _ := gateFixture(t)
+	a, b := f.newGateRun(false), f.newGateRun(false)
+	pa := a.propose(api.ProposedFile{Path: "x", Content: "1"}).Proposal
+	pb := b.propose(api.ProposedFile{Path: "x", Content: "2"}).Proposal
+	if !strings.HasPrefix(pa, proposalPrefix(a.id)) || !validID(pa, prefixProposal) {
+		t.Fatalf("proposal id %s, want a valid id starting %s", pa, proposalPrefix(a.id))
+	}
+	if err := f.g.deleteRunProposals(t.Context(), a.id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.GetRecord(t.Context(), kindProposal, pa); !IsNotFound(err) {
+		t.Errorf("proposal %s of the deleted run: %v, want not found", pa, err)
+	}
+	if _, err := f.store.GetRecord(t.Context(), kindProposal, pb); err != nil {
+		t.Errorf("proposal %s of another run: %v, want kept", pb, err)
 	}
 }

@@ -77,6 +77,9 @@ type signingKey struct {
 	// rotate is when the next key replaces it; expires its record's
 	// Expires (rotate + agentfile.MaxRun).
 	rotate, expires time.Time
+	// checked is when its record was last seen: a key whose record was
+	// deleted (revoked) signs nothing more.
+	checked time.Time
 }
 
 // cachedGrantKey is a verified key record: its public key, its expiry and
@@ -127,12 +130,24 @@ func (k *jwsGrants) issue(ctx context.Context, c grantClaims) (string, error) {
 }
 
 // current returns the signing key, making and publishing a new one when
-// there is none yet or the last is due for rotation.
+// there is none yet, the last is due for rotation, or its record was
+// deleted (seen within grantKeyRecheck).
 func (k *jwsGrants) current(ctx context.Context, now time.Time) (*signingKey, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.signing != nil && now.Before(k.signing.rotate) {
-		return k.signing, nil
+	if sk := k.signing; sk != nil && now.Before(sk.rotate) {
+		if now.Sub(sk.checked) < grantKeyRecheck {
+			return sk, nil
+		}
+		_, err := k.store.GetRecord(ctx, kindGrantKey, sk.kid)
+		switch {
+		case err == nil:
+			sk.checked = now
+			return sk, nil
+		case !IsNotFound(err):
+			return nil, fmt.Errorf("read grant key %s: %w", sk.kid, err)
+		}
+		// Deleted: make the next key now.
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -154,7 +169,7 @@ func (k *jwsGrants) current(ctx context.Context, now time.Time) (*signingKey, er
 	if err != nil {
 		return nil, fmt.Errorf("make grant signer: %w", err)
 	}
-	k.signing = &signingKey{kid: kid, signer: signer, rotate: rotate, expires: expires}
+	k.signing = &signingKey{kid: kid, signer: signer, rotate: rotate, expires: expires, checked: now}
 	k.remember(kid, cachedGrantKey{pub: pub, expires: expires, checked: now})
 	return k.signing, nil
 }

@@ -91,6 +91,9 @@ type fixture struct {
 	editorID, viewerID, targetKey string
 	// rev is ws-main's first revision, holding data/a.txt (aText).
 	rev string
+	// agent is the live agent runs of credentials "grant" and
+	// "grant-other", once addAgentRuns wrote them (grant_test.go).
+	agent agentFixture
 }
 
 // aText is data/a.txt of ws-main's first revision.

@@ -148,6 +148,9 @@ func (g *Gateway) expireRun(ctx context.Context, e versioned[runIndexRecord]) (b
 	if err := g.deleteRunEvents(ctx, runID); err != nil {
 		return false, err
 	}
+	if err := g.deleteRunProposals(ctx, runID); err != nil {
+		return false, err
+	}
 	if err := deleteAny(ctx, g.store, kindRunWS, wsIndexID(e.Value.Workspace, runID)); err != nil {
 		return false, err
 	}

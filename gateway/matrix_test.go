@@ -22,11 +22,19 @@ type matrixRow struct {
 	// other is the status for the admin limited to ws-other, when the
 	// route's role and organisation rules let it through.
 	other int
+	// grant is the status for the grant of the run in the path, on a
+	// route that takes grants; 0 is any status but 401 and 403.
+	grant int
 }
 
 func fixed(s string) func(*fixture) string { return func(*fixture) string { return s } }
 
 func stepOf(f *fixture) string { return stepID(f.run, 0) }
+
+// agentPath is the path of the fixture's agent run followed by rest.
+func agentPath(rest string) func(*fixture) string {
+	return func(f *fixture) string { return "/v1/runs/" + f.agent.run + rest }
+}
 
 // matrixRows has one row per route of routeTable; TestAuthorizationMatrix
 // fails for a route without one.
@@ -52,7 +60,7 @@ var matrixRows = map[string]matrixRow{
 	"POST /v1/runs": {path: fixed("/v1/runs"), body: fixed(`{"workspace":"ws-main","steps":[{"args":["echo","hi"]}]}`),
 		ok: 201, other: 403},
 	"GET /v1/runs":                      {path: fixed("/v1/runs?workspace=ws-main"), ok: 200, other: 403},
-	"GET /v1/runs/{id}":                 {path: func(f *fixture) string { return "/v1/runs/" + f.run }, ok: 200, other: 404},
+	"GET /v1/runs/{id}":                 {path: func(f *fixture) string { return "/v1/runs/" + f.run }, ok: 200, other: 404, grant: 200},
 	"POST /v1/runs/{id}/cancel":         {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/cancel" }, ok: 200, other: 404},
 	"GET /v1/steps/{id}":                {path: func(f *fixture) string { return "/v1/steps/" + stepOf(f) }, ok: 200, other: 404},
 	"GET /v1/steps/{id}/stream":         {path: func(f *fixture) string { return "/v1/steps/" + stepOf(f) + "/stream" }, ok: 200, other: 404},
@@ -70,13 +78,15 @@ var matrixRows = map[string]matrixRow{
 	"GET /v1/workspaces/{id}/diff":    {path: func(f *fixture) string { return "/v1/workspaces/ws-main/diff?to=" + f.rev }, ok: 200, other: 403},
 	"POST /v1/workspaces/{id}/restore": {path: fixed("/v1/workspaces/ws-main/restore"),
 		body: func(f *fixture) string { return `{"rev":"` + f.rev + `"}` }, ok: 201, other: 403},
-	// Agent runs: the grant helper replaces these rows (501: not built yet).
-	"POST /v1/runs/{id}/steps":               {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/steps" }, body: fixed(`{"tool":"Read","input":{"path":"a"}}`), ok: 501, other: 403},
-	"GET /v1/runs/{id}/events":               {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/events" }, ok: 200, other: 404},
-	"POST /v1/runs/{id}/finish":              {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/finish" }, body: fixed(`{}`), ok: 409, other: 404},
-	"GET /v1/runs/{id}/proposals/{proposal}": {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/proposals/prop-x" }, ok: 404, other: 404},
-	"POST /v1/runs/{id}/approve":             {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/approve" }, body: fixed(`{"proposal":"prop-x"}`), ok: 409, other: 404},
-	"POST /v1/runs/{id}/reject":              {path: func(f *fixture) string { return "/v1/runs/" + f.run + "/reject" }, body: fixed(`{"proposal":"prop-x"}`), ok: 409, other: 404},
+	// Agent runs: their rows name the fixture's agent run (the run of
+	// the credential "grant"). The handlers' helpers set their ok codes.
+	"POST /v1/runs/{id}/steps": {path: agentPath("/steps"), body: fixed(`{"tool":"Read","input":{"path":"data/a.txt"}}`),
+		ok: 403, other: 403},
+	"GET /v1/runs/{id}/events":               {path: agentPath("/events"), ok: 200, other: 404, grant: 200},
+	"POST /v1/runs/{id}/finish":              {path: agentPath("/finish"), body: fixed(`{}`), ok: 200, other: 404, grant: 200},
+	"GET /v1/runs/{id}/proposals/{proposal}": {path: agentPath("/proposals/prop-x"), ok: 404, other: 404},
+	"POST /v1/runs/{id}/approve":             {path: agentPath("/approve"), body: fixed(`{"proposal":"prop-x"}`), ok: 404, other: 404},
+	"POST /v1/runs/{id}/reject":              {path: agentPath("/reject"), body: fixed(`{"proposal":"prop-x"}`), ok: 404, other: 404},
 	"GET /v1/audit":                          {path: fixed("/v1/audit"), ok: 200},
 	"POST /v1/audit/drop":                    {path: fixed("/v1/audit/drop"), body: fixed(`{"before":1}`), ok: 200},
 }
@@ -92,6 +102,23 @@ var matrixCreds = []struct {
 	{"viewer", api.RoleViewer, true}, {"editor", api.RoleEditor, true}, {"admin", api.RoleAdmin, true}, {"owner", api.RoleOwner, true},
 	{"key-viewer", api.RoleViewer, false}, {"key-editor", api.RoleEditor, false}, {"key-admin", api.RoleAdmin, false}, {"key-owner", api.RoleOwner, false},
 	{"other", api.RoleAdmin, true},
+	// grant is the grant of the fixture's agent run, called on its own
+	// run (matrixPath); grant-other the grant of another live run of
+	// ws-main, called on the same paths.
+	{"grant", api.RoleEditor, false}, {"grant-other", api.RoleEditor, false},
+}
+
+// admitted is matrixRow.want's status for "anything but 401 and 403".
+const admitted = -1
+
+// matrixPath is the path credential name calls row with: the grant acts
+// on its own run wherever the row names the fixture's run.
+func matrixPath(f *fixture, row matrixRow, name string) string {
+	p := row.path(f)
+	if name == "grant" {
+		p = strings.Replace(p, "/v1/runs/"+f.run, "/v1/runs/"+f.agent.run, 1)
+	}
+	return p
 }
 
 // want is the status the matrix expects of credential c on rt.
@@ -101,6 +128,13 @@ func (row matrixRow) want(rt route, name string, role api.Role, person bool) int
 		return row.ok
 	case name == "none":
 		return http.StatusUnauthorized
+	case name == "grant" && rt.grant && row.grant != 0:
+		return row.grant
+	case name == "grant" && rt.grant:
+		return admitted
+	case name == "grant" || name == "grant-other":
+		// Another route, or another run's.
+		return http.StatusForbidden
 	case rt.onlyGrant:
 		return http.StatusForbidden
 	case rt.person && !person, role < rt.least:
@@ -120,7 +154,7 @@ func (row matrixRow) want(rt route, name string, role api.Role, person bool) int
 // leaves exactly one audit entry naming the route's action and result,
 // and no call changes an earlier entry.
 func TestAuthorizationMatrix(t *testing.T) {
-	probe := newFixture(t)
+	probe := newAgentFixture(t, nil)
 	for _, rt := range probe.g.routes {
 		if _, ok := matrixRows[rt.pattern]; !ok {
 			t.Errorf("route %s has no row in matrixRows: add one", rt.pattern)
@@ -142,16 +176,23 @@ func TestAuthorizationMatrix(t *testing.T) {
 		method, _, _ := strings.Cut(rt.pattern, " ")
 		for _, mc := range matrixCreds {
 			t.Run(rt.pattern+"/"+mc.name, func(t *testing.T) {
-				f := newFixture(t)
+				f := newAgentFixture(t, nil)
 				before, _ := f.store.Audit(t.Context(), 0, 0)
 				body := ""
 				if row.body != nil {
 					body = row.body(f)
 				}
-				w := f.serve(f.request(f.creds[mc.name], method, row.path(f), body))
+				path := matrixPath(f, row, mc.name)
+				w := f.serve(f.request(f.creds[mc.name], method, path, body))
 				want := row.want(rt, mc.name, mc.role, mc.person)
-				if w.Code != want {
-					t.Fatalf("%s %s as %s = %d %s, want %d", method, row.path(f), mc.name, w.Code, w.Body, want)
+				switch {
+				case want == admitted && (w.Code == 401 || w.Code == 403):
+					t.Fatalf("%s %s as %s = %d %s, want it admitted", method, path, mc.name, w.Code, w.Body)
+				case want != admitted && w.Code != want:
+					t.Fatalf("%s %s as %s = %d %s, want %d", method, path, mc.name, w.Code, w.Body, want)
+				}
+				if mc.name == "grant-other" && rt.grant && !strings.Contains(w.Body.String(), "may not act on run") {
+					t.Errorf("another run's grant on %s = %s, want the run named", path, w.Body)
 				}
 				if w.Code >= 400 {
 					if code := errorCode(w.Body); code == "" {
@@ -211,14 +252,17 @@ func checkAuditEntry(t *testing.T, e api.AuditEntry, action string, w interface{
 	if got.Credential != nil && got.Credential.Kind != "password" && got.Who == "" {
 		t.Errorf("audit entry %+v names nobody", got)
 	}
-	if strings.Contains(string(e.Entry), "rk_") || strings.Contains(string(e.Entry), testPassword) {
+	if got.Credential != nil && got.Credential.Kind == "grant" && (got.Credential.ID == "" || !strings.HasPrefix(got.Who, prefixRun)) {
+		t.Errorf("audit entry %+v: want the grant's id and its run", got)
+	}
+	if strings.Contains(string(e.Entry), "rk_") || strings.Contains(string(e.Entry), grantPrefix) || strings.Contains(string(e.Entry), testPassword) {
 		t.Errorf("audit entry carries a secret: %s", e.Entry)
 	}
 }
 
 // TestCSRF: every write made with the cookie needs the session's token.
 func TestCSRF(t *testing.T) {
-	f := newFixture(t)
+	f := newAgentFixture(t, nil)
 	for _, rt := range f.g.routes {
 		if !rt.write() || rt.least == api.RoleNone {
 			continue

@@ -451,6 +451,8 @@ func (g *Gateway) operation(ctx context.Context, run *runRecord, full bool) api.
 // the scheduler no longer has it).
 func (g *Gateway) stepView(ctx context.Context, rs runStepRecord, fresh bool) (api.RunStep, error) {
 	switch {
+	case rs.Status == stepCalling && rs.View != nil:
+		return withRecord(rs, rs.View), nil // a file tool the gateway is answering
 	case rs.Status != stepSubmitted && rs.Status != stepEnded:
 		return runStepView(rs, nil), nil
 	case rs.View != nil && (rs.Final || !fresh):

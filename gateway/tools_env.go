@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +24,9 @@ import (
 // store over the scheduler's workspace API, each write a revision by the
 // tool call's step, and the account library read-only. File contents are
 // read through the gateway's content cache: a file's bytes are immutable
-// by digest, so a second Grep over the same tree reads no file again.
+// by digest and a revision's tree by its id, so a second Grep over the
+// same tree reads no file again, and a call at an unchanged head reads
+// only which revision is the head.
 
 // toolEnv is the environment of one tool call of a run in workspace ws:
 // its writes are authored by author (the call's step).
@@ -63,12 +66,12 @@ func (w *toolWorkspace) Head(ctx context.Context) (tools.Tree, error) {
 		return t, nil
 	}
 	t.rev = revs[0].ID
-	if t.entries, err = w.f.Tree(ctx, w.ws, t.rev, ""); err != nil {
-		return nil, fmt.Errorf("read the tree of %s in workspace %s: %w", t.rev, w.ws, w.g.fromScheduler(ctx, err))
-	}
-	t.byPath = make(map[string]int, len(t.entries))
-	for i, e := range t.entries {
-		t.byPath[e.Path] = i
+	var ok bool
+	if t.entries, ok = w.g.contents.tree(w.ws, t.rev); !ok {
+		if t.entries, err = w.f.Tree(ctx, w.ws, t.rev, ""); err != nil {
+			return nil, fmt.Errorf("read the tree of %s in workspace %s: %w", t.rev, w.ws, w.g.fromScheduler(ctx, err))
+		}
+		w.g.contents.putTree(w.ws, t.rev, t.entries)
 	}
 	return t, nil
 }
@@ -197,12 +200,12 @@ func (w *toolWorkspace) upload(ctx context.Context, u string, b []byte) error {
 // uploadClient PUTs blobs to an object store's presigned URLs.
 var uploadClient = &http.Client{Timeout: 5 * time.Minute}
 
-// toolTree is one revision's tree.
+// toolTree is one revision's tree: its entries sorted by path, as the
+// scheduler answers them, shared with the cache (never modified).
 type toolTree struct {
 	w       *toolWorkspace
 	rev     string
 	entries []api.TreeEntry
-	byPath  map[string]int
 }
 
 func (t *toolTree) Revision() string         { return t.rev }
@@ -212,7 +215,7 @@ func (t *toolTree) Entries() []api.TreeEntry { return t.entries }
 // when it is there, else from the scheduler (cached when small, its
 // digest checked first).
 func (t *toolTree) Open(ctx context.Context, p string) (io.ReadCloser, error) {
-	i, ok := t.byPath[p]
+	i, ok := slices.BinarySearchFunc(t.entries, p, func(e api.TreeEntry, p string) int { return strings.Compare(e.Path, p) })
 	if !ok || t.entries[i].Type != string(manifest.File) {
 		return nil, fmt.Errorf("%s is not a file of revision %s", p, t.rev)
 	}
@@ -247,52 +250,88 @@ func (t *toolTree) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 const (
 	// maxCachedContent: larger files are streamed, never cached.
 	maxCachedContent = 1 << 20
-	// contentCacheBytes bounds the cache's contents.
+	// contentCacheBytes bounds the cache's file contents, treeCacheBytes
+	// its trees (counted as their paths and digests).
 	contentCacheBytes = 64 << 20
+	treeCacheBytes    = 32 << 20
 )
 
-// contentCache holds recently read file contents by SHA-256, the least
-// recently used dropped past contentCacheBytes. Its zero value is empty
-// and ready; it is safe for concurrent use.
+// contentCache holds what the file tools read and cannot change: file
+// contents by SHA-256, and revisions' trees by workspace and revision,
+// the least recently used dropped past their bounds. Its zero value is
+// empty and ready; it is safe for concurrent use.
 type contentCache struct {
 	mu    sync.Mutex
-	order *list.List // of *cached, most recent first
-	byKey map[string]*list.Element
-	bytes int64
-}
-
-type cached struct {
-	digest string
-	b      []byte
+	files lru[[]byte]
+	trees lru[[]api.TreeEntry]
 }
 
 func (c *contentCache) get(digest string) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.byKey[digest]
-	if !ok {
-		return nil, false
-	}
-	c.order.MoveToFront(el)
-	return el.Value.(*cached).b, true
+	return c.files.get(digest)
 }
 
 func (c *contentCache) put(digest string, b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byKey == nil {
-		c.byKey, c.order = map[string]*list.Element{}, list.New()
+	c.files.put(digest, b, int64(len(b)), contentCacheBytes)
+}
+
+func (c *contentCache) tree(ws, rev string) ([]api.TreeEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.trees.get(ws + "/" + rev)
+}
+
+func (c *contentCache) putTree(ws, rev string, entries []api.TreeEntry) {
+	var cost int64
+	for _, e := range entries {
+		cost += int64(len(e.Path)+len(e.SHA256)+len(e.Target)) + 48
 	}
-	if _, ok := c.byKey[digest]; ok || int64(len(b)) > contentCacheBytes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trees.put(ws+"/"+rev, entries, cost, treeCacheBytes)
+}
+
+// lru is a map whose least recently used entries go past a total cost.
+// Its zero value is empty; its user locks it.
+type lru[V any] struct {
+	order *list.List // of *lruEntry[V], most recent first
+	byKey map[string]*list.Element
+	cost  int64
+}
+
+type lruEntry[V any] struct {
+	key  string
+	v    V
+	cost int64
+}
+
+func (l *lru[V]) get(key string) (V, bool) {
+	el, ok := l.byKey[key]
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	l.order.MoveToFront(el)
+	return el.Value.(*lruEntry[V]).v, true
+}
+
+func (l *lru[V]) put(key string, v V, cost, max int64) {
+	if l.byKey == nil {
+		l.byKey, l.order = map[string]*list.Element{}, list.New()
+	}
+	if _, ok := l.byKey[key]; ok || cost > max {
 		return
 	}
-	c.byKey[digest] = c.order.PushFront(&cached{digest: digest, b: b})
-	c.bytes += int64(len(b))
-	for c.bytes > contentCacheBytes {
-		el := c.order.Back()
-		v := el.Value.(*cached)
-		c.order.Remove(el)
-		delete(c.byKey, v.digest)
-		c.bytes -= int64(len(v.b))
+	l.byKey[key] = l.order.PushFront(&lruEntry[V]{key: key, v: v, cost: cost})
+	l.cost += cost
+	for l.cost > max {
+		el := l.order.Back()
+		e := el.Value.(*lruEntry[V])
+		l.order.Remove(el)
+		delete(l.byKey, e.key)
+		l.cost -= e.cost
 	}
 }

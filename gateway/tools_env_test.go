@@ -87,6 +87,10 @@ func TestToolEnv(t *testing.T) {
 	if err != nil || mixed.Parent != many.ID || len(mixed.Changes.Added) != 1 || len(mixed.Changes.Removed) != 1 {
 		t.Fatalf("Commit of a deletion and a file = %+v, %v; want one revision", mixed, err)
 	}
+	gone, err := env.Workspace.Commit(ctx, mixed.ID, []tools.Change{{Path: "m/3.txt", Delete: true}}, "one out")
+	if err != nil || gone.Parent != mixed.ID || len(gone.Changes.Removed) != 1 || gone.Author != step {
+		t.Fatalf("Commit of a deletion = %+v, %v; want one revision removing m/3.txt", gone, err)
+	}
 
 	// The library: readable at /library, never written.
 	lib, err := f.g.libraryID(ctx)
@@ -116,11 +120,14 @@ func TestToolEnv(t *testing.T) {
 	if _, err := env.Workspace.Commit(ctx, head.Revision(), changes, "fifty"); err != nil {
 		t.Fatal(err)
 	}
-	var reads atomic.Int64
+	var reads, trees atomic.Int64
 	remove := f.sched.c.Use(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/files/") {
+			switch {
+			case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/files/"):
 				reads.Add(1)
+			case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/tree"):
+				trees.Add(1)
 			}
 			next.ServeHTTP(w, r)
 		})
@@ -131,8 +138,8 @@ func TestToolEnv(t *testing.T) {
 		if err != nil || g.Count != 50 || g.Files != 50 {
 			t.Fatalf("Grep %d = %d matches in %d files, %v; want 50 in 50", i, g.Count, g.Files, err)
 		}
-		if n := reads.Swap(0); i == 0 && n != 50 || i == 1 && n != 0 {
-			t.Errorf("Grep %d read %d files from the scheduler; want %d", i, n, []int{50, 0}[i])
+		if n, nt := reads.Swap(0), trees.Swap(0); i == 0 && (n != 50 || nt != 1) || i == 1 && (n != 0 || nt != 0) {
+			t.Errorf("Grep %d read %d files and %d trees from the scheduler; want %d and %d", i, n, nt, []int{50, 0}[i], []int{1, 0}[i])
 		}
 	}
 }
@@ -144,3 +151,27 @@ type staleWorkspace struct {
 }
 
 func (s *staleWorkspace) Head(context.Context) (tools.Tree, error) { return s.head, nil }
+
+// TestContentCacheBound: the cache keeps at most its bound, dropping the
+// least recently used first.
+func TestContentCacheBound(t *testing.T) {
+	var c contentCache
+	big := make([]byte, contentCacheBytes/4)
+	for i := range 4 {
+		c.put(fmt.Sprint(i), big)
+	}
+	c.get("0") // 1 is now the least recently used
+	c.put("4", big)
+	for k, want := range map[string]bool{"0": true, "1": false, "2": true, "3": true, "4": true} {
+		if _, ok := c.get(k); ok != want {
+			t.Errorf("get(%s) = %v, want %v", k, ok, want)
+		}
+	}
+	if c.files.cost > contentCacheBytes {
+		t.Errorf("cache holds %d bytes, more than %d", c.files.cost, contentCacheBytes)
+	}
+	c.put("huge", make([]byte, contentCacheBytes+1))
+	if _, ok := c.get("huge"); ok {
+		t.Errorf("a content larger than the whole cache was cached")
+	}
+}

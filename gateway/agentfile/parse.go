@@ -33,7 +33,6 @@ const MinRun = time.Second
 const MaxSecrets = 32
 
 var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	secretRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 	// yamlLineRE finds the line in a YAML error ("yaml: line 3: ...").
 	yamlLineRE = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
@@ -182,7 +181,7 @@ func pairs(n *yaml.Node, field string, allowed []string, fn func(key string, v *
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" || k.Anchor != "" {
 			return errAt(k, field, "a key must be a plain word, one of %s", strings.Join(allowed, ", "))
 		}
 		name := join(field, k.Value)
@@ -268,8 +267,8 @@ func (p *parser) check(name string) error {
 	switch {
 	case !ok:
 		return &Error{Line: 1, Field: "name", Message: fmt.Sprintf("required: the agent's name (name: %s)", name)}
-	case !nameRE.MatchString(p.f.Name):
-		return errAt(n, "name", "%q: want 1 to 63 lower-case letters, digits and '-', starting with a letter or digit", p.f.Name)
+	case cluster.ValidateAgentName(p.f.Name) != nil:
+		return errAt(n, "name", "%v", cluster.ValidateAgentName(p.f.Name))
 	case p.f.Name != name:
 		return errAt(n, "name", "%q: the file %s must be named %s", p.f.Name, Path(name), name)
 	}

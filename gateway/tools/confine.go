@@ -254,7 +254,7 @@ func (ix *index) resolveLinks(p string) (string, error) {
 		if done != "" {
 			cur = done + "/" + name
 		}
-		e, ok := ix.byPath[cur]
+		e, ok := ix.exact(cur)
 		if !ok || e.Type != string(manifest.Symlink) {
 			done = cur
 			continue

@@ -78,3 +78,62 @@ func ProposalDiff(ctx context.Context, head Tree, files []api.ProposedFile) (str
 	}
 	return sb.String(), nil
 }
+
+// PatchFiles is the files a unified diff (git's format, several files)
+// makes of head: each changed file's new content whole, or its deletion,
+// as ProposeChange takes them. Each path is confined as a write is (a
+// *Refusal); a patch that does not parse or apply, a renamed or binary
+// file, a new file that exists or a change to one that does not, is a
+// Failure saying which hunk of which file.
+func PatchFiles(ctx context.Context, head Tree, patch string) ([]api.ProposedFile, error) {
+	ps, err := textdiff.ParsePatch(patch)
+	if err != nil {
+		return nil, failf("patch: %v", err)
+	}
+	ix := indexOf(head)
+	var out []api.ProposedFile
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if p.Old != "" && p.New != "" && p.Old != p.New {
+			return nil, failf("patch: %s is renamed to %s: renames are not taken; give the new file whole, and delete the old", quote(p.Old), quote(p.New))
+		}
+		t, err := resolve(head, ix, nil, p.Path(), true)
+		if err != nil {
+			return nil, refusalOrErr(err)
+		}
+		if seen[t.Path] {
+			return nil, refuse(api.RefusedInput, p.Path(), "", "path %s is patched more than once", quote(p.Path()))
+		}
+		seen[t.Path] = true
+		old := ""
+		switch {
+		case p.Old == "" && t.Entry != nil:
+			return nil, failf("patch: it makes %s, which exists already", t.Name())
+		case p.Old != "":
+			if msg := fileFailure(ix, t, p.Path(), MaxFileBytes); msg != "" {
+				return nil, failf("patch: %s", msg)
+			}
+			b, err := readFile(ctx, t, MaxFileBytes)
+			if err != nil {
+				return nil, err
+			}
+			if !textdiff.IsText(string(b)) {
+				return nil, failf("patch: %s is not a text file", t.Name())
+			}
+			old = string(b)
+		}
+		text, err := p.Apply(old)
+		if err != nil {
+			return nil, failf("patch: %v", err)
+		}
+		if p.New == "" {
+			if text != "" {
+				return nil, failf("patch: it deletes %s, but the file has lines the patch does not remove", t.Name())
+			}
+			out = append(out, api.ProposedFile{Path: t.Path, Delete: true})
+			continue
+		}
+		out = append(out, api.ProposedFile{Path: t.Path, Content: text})
+	}
+	return out, nil
+}

@@ -2,73 +2,94 @@ package tools
 
 import (
 	"path"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/manifest"
 )
 
-// index is a tree's entries by path, with the directories its entries
-// imply, for lookups and suggestions.
+// index is a tree's entries, sorted by path, for lookups (by binary
+// search: a call builds nothing per entry) and suggestions (by a scan,
+// only for a path refused or not found). A directory is an entry only
+// when it is empty; the others are implied by the entries below them,
+// which sort together right after "DIR/".
 type index struct {
 	entries []api.TreeEntry
-	byPath  map[string]api.TreeEntry
-	// dirs holds every directory: listed (empty) or implied.
-	dirs map[string]bool
-	// byFold maps a folded path to the tree's paths that fold to it.
-	byFold map[string][]string
 }
 
 func indexOf(t Tree) *index {
-	ix := &index{byPath: map[string]api.TreeEntry{}, dirs: map[string]bool{}, byFold: map[string][]string{}}
 	if t == nil {
-		return ix
+		return &index{}
 	}
-	ix.entries = t.Entries()
-	for _, e := range ix.entries {
-		ix.byPath[e.Path] = e
-		if e.Type == string(manifest.Dir) {
-			ix.dirs[e.Path] = true
-		}
-		for d := path.Dir(e.Path); d != "." && !ix.dirs[d]; d = path.Dir(d) {
-			ix.dirs[d] = true
-		}
+	es := t.Entries()
+	if !slices.IsSortedFunc(es, comparePaths) {
+		es = slices.Clone(es)
+		slices.SortFunc(es, comparePaths)
 	}
-	for p := range ix.byPath {
-		ix.byFold[fold(p)] = append(ix.byFold[fold(p)], p)
-	}
-	for d := range ix.dirs {
-		if _, ok := ix.byPath[d]; !ok {
-			ix.byFold[fold(d)] = append(ix.byFold[fold(d)], d)
-		}
-	}
-	for _, l := range ix.byFold {
-		sort.Strings(l)
-	}
-	return ix
+	return &index{entries: es}
 }
 
-func fold(s string) string { return strings.ToLower(s) }
+func comparePaths(a, b api.TreeEntry) int { return strings.Compare(a.Path, b.Path) }
+
+// exact returns the entry listed at p.
+func (ix *index) exact(p string) (api.TreeEntry, bool) {
+	i, ok := slices.BinarySearchFunc(ix.entries, p, func(e api.TreeEntry, p string) int { return strings.Compare(e.Path, p) })
+	if !ok {
+		return api.TreeEntry{}, false
+	}
+	return ix.entries[i], true
+}
+
+// implied reports whether an entry lies below p (p is then a directory).
+func (ix *index) implied(p string) bool {
+	i, _ := slices.BinarySearchFunc(ix.entries, p+"/", func(e api.TreeEntry, p string) int { return strings.Compare(e.Path, p) })
+	return i < len(ix.entries) && strings.HasPrefix(ix.entries[i].Path, p+"/")
+}
 
 // lookup returns the entry at p, a directory entry for an implied one.
 func (ix *index) lookup(p string) (api.TreeEntry, bool) {
-	if e, ok := ix.byPath[p]; ok {
+	if e, ok := ix.exact(p); ok {
 		return e, true
 	}
-	if ix.dirs[p] {
+	if p != "" && ix.implied(p) {
 		return api.TreeEntry{Path: p, Type: string(manifest.Dir), Mode: 0o755}, true
 	}
 	return api.TreeEntry{}, false
 }
 
-// folded returns the tree path that equals p but for case.
-func (ix *index) folded(p string) (string, bool) {
-	l := ix.byFold[fold(p)]
-	if len(l) == 0 {
-		return "", false
+// paths calls f with every path of the tree, implied directories
+// included (each once, after the first entry below it).
+func (ix *index) paths(f func(p string)) {
+	seen := map[string]bool{}
+	for _, e := range ix.entries {
+		f(e.Path)
+		for d := path.Dir(e.Path); d != "." && !seen[d]; d = path.Dir(d) {
+			seen[d] = true
+			if _, listed := ix.exact(d); !listed {
+				f(d)
+			}
+		}
 	}
-	return l[0], true
+}
+
+func fold(s string) string { return strings.ToLower(s) }
+
+// folded returns the first tree path (in order) that equals p but for
+// case.
+func (ix *index) folded(p string) (string, bool) {
+	for _, e := range ix.entries {
+		if len(e.Path) < len(p) {
+			continue
+		}
+		if strings.EqualFold(e.Path, p) {
+			return e.Path, true
+		}
+		if len(e.Path) > len(p) && e.Path[len(p)] == '/' && strings.EqualFold(e.Path[:len(p)], p) {
+			return e.Path[:len(p)], true
+		}
+	}
+	return "", false
 }
 
 // components are the names of a path as a caller gave it, for matching:
@@ -105,27 +126,20 @@ func (ix *index) suggest(p string) string {
 		return ""
 	}
 	base := names[len(names)-1]
+	given := strings.Join(names, "/")
 	for _, folded := range []bool{false, true} {
 		best, bestScore, bestDist := "", -1, 0
-		consider := func(c string) {
+		ix.paths(func(c string) {
 			cb := path.Base(c)
-			if folded && fold(cb) != fold(base) || !folded && cb != base {
+			if folded && !strings.EqualFold(cb, base) || !folded && cb != base {
 				return
 			}
 			score := trailing(strings.Split(c, "/"), names, folded)
-			dist := distance(c, strings.Join(names, "/"))
+			dist := distance(c, given)
 			if score > bestScore || score == bestScore && (dist < bestDist || dist == bestDist && c < best) {
 				best, bestScore, bestDist = c, score, dist
 			}
-		}
-		for _, e := range ix.entries {
-			consider(e.Path)
-		}
-		for d := range ix.dirs {
-			if _, ok := ix.byPath[d]; !ok {
-				consider(d)
-			}
-		}
+		})
 		if best != "" {
 			return workspacePrefix + "/" + best
 		}

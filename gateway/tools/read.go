@@ -77,20 +77,25 @@ func readFile(ctx context.Context, t Target, max int64) ([]byte, error) {
 // nothing there, a directory, a file too large.
 func fileFailure(ix *index, t Target, given string, max int64) string {
 	switch {
+	case t.IsDir():
+		return fmt.Sprintf("%s is a directory, not a file: list it with Glob", t.Name())
 	case t.Entry == nil:
 		msg := fmt.Sprintf("no such file: %s", quote(given))
 		if !t.Library {
-			if s := ix.suggest(t.Path); s != "" && s != workspacePrefix+"/"+t.Path {
-				msg += "; did you mean " + s + "?"
+			// The path as given, then percent-decoded (a path taken
+			// literally that was meant encoded).
+			for _, p := range []string{t.Path, percentDecoded(t.Path)} {
+				if s := ix.suggest(p); s != "" && s != workspacePrefix+"/"+t.Path {
+					msg += "; did you mean " + s + "?"
+					break
+				}
 			}
 		}
 		return msg
-	case t.IsDir():
-		return fmt.Sprintf("%s is a directory, not a file: list it with Glob", t.Name())
 	case t.Entry.Type != string(manifest.File):
 		return fmt.Sprintf("%s is a %s, not a file", t.Name(), t.Entry.Type)
 	case t.Entry.Size > max:
-		return fmt.Sprintf("%s is too large: %s, more than the %s a tool reads; use Grep, or Bash", t.Name(), size.Format(t.Entry.Size), size.Format(max))
+		return fmt.Sprintf("%s (%d bytes) is larger than the %s a tool reads; use Grep, or Bash", t.Name(), t.Entry.Size, size.Format(max))
 	}
 	return ""
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/manifest"
+	"github.com/rodon-compute/rodon/internal/size"
 )
 
 // checkPattern refuses a glob pattern that could only mean a path outside
@@ -157,6 +158,9 @@ func Grep(ctx context.Context, env Env, in api.GrepInput) (api.GrepResult, error
 		return out, nil
 	case t.Entry == nil && t.Path != "":
 		out.Error = fmt.Sprintf("no such file or directory: %s", quote(in.Path))
+		return out, nil
+	case t.Entry != nil && t.Entry.Type == string(manifest.File) && t.Entry.Size > MaxGrepFileBytes:
+		out.Error = fmt.Sprintf("%s (%d bytes) is larger than the %s Grep reads of a file; use Bash", t.Name(), t.Entry.Size, size.Format(MaxGrepFileBytes))
 		return out, nil
 	}
 	tix := ix

@@ -59,8 +59,10 @@ func TestRead(t *testing.T) {
 		{"library", api.ReadInput{Path: "/library/ref.csv"}, api.ReadResult{Path: "/library/ref.csv", Content: "     1\ta,b\n", Lines: 1}},
 		{"binary", api.ReadInput{Path: "bin"}, api.ReadResult{Path: "bin", Error: "bin is a binary file (4B): Read shows text only"}},
 		{"directory", api.ReadInput{Path: "dir"}, api.ReadResult{Path: "dir", Error: "dir is a directory, not a file: list it with Glob"}},
+		{"the workspace", api.ReadInput{Path: "/workspace"}, api.ReadResult{Path: "/workspace", Error: "/workspace is a directory, not a file: list it with Glob"}},
 		{"missing", api.ReadInput{Path: "b.txt"}, api.ReadResult{Path: "b.txt", Error: "no such file: b.txt"}},
 		{"missing with a guess", api.ReadInput{Path: "sales.csv"}, api.ReadResult{Path: "sales.csv", Error: "no such file: sales.csv; did you mean /workspace/data/sales.csv?"}},
+		{"encoded", api.ReadInput{Path: "data%2Fsales.csv"}, api.ReadResult{Path: "data%2Fsales.csv", Error: "no such file: data%2Fsales.csv; did you mean /workspace/data/sales.csv?"}},
 	} {
 		got, err := tools.Read(t.Context(), e, tc.in)
 		if err != nil {
@@ -175,6 +177,7 @@ func TestGrep(t *testing.T) {
 		{in: api.GrepInput{Pattern: "("}, errText: "missing closing )"},
 		{in: api.GrepInput{Pattern: ""}, errText: "empty pattern"},
 		{in: api.GrepInput{Pattern: "x", Path: "nope"}, errText: "no such file or directory"},
+		{in: api.GrepInput{Pattern: "x", Path: "big.txt"}, errText: "is larger than the 1MiB Grep reads"},
 	} {
 		got, err := tools.Grep(t.Context(), e, tc.in)
 		switch {
@@ -340,5 +343,50 @@ func TestProposalDiff(t *testing.T) {
 	var f tools.Failure
 	if !errors.As(err, &f) {
 		t.Errorf("ProposalDiff(delete nope) = %v, want a Failure", err)
+	}
+}
+
+func TestPatchFiles(t *testing.T) {
+	head, err := toolstest.New(map[string]string{"a.txt": "1\n2\n3\n", "gone.txt": "x\n", "bin": "\x00", "agents/a.md": "tools: [Read]\n"}).Head(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n 1\n-2\n+TWO\n 3\n" +
+		"--- /dev/null\n+++ b/new/n.txt\n@@ -0,0 +1 @@\n+n\n" +
+		"--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+	got, err := tools.PatchFiles(t.Context(), head, patch)
+	want := []api.ProposedFile{{Path: "a.txt", Content: "1\nTWO\n3\n"}, {Path: "new/n.txt", Content: "n\n"}, {Path: "gone.txt", Delete: true}}
+	if diff := cmp.Diff(want, got); err != nil || diff != "" {
+		t.Errorf("PatchFiles = %v (-want +got):\n%s", err, diff)
+	}
+	// The diff of what it makes is the patch's, file by file.
+	d, err := tools.ProposalDiff(t.Context(), head, got)
+	if err != nil || !strings.Contains(d, "-2\n+TWO\n") || !strings.Contains(d, "+++ b/new/n.txt\n@@ -0,0 +1,1 @@\n+n\n") {
+		t.Errorf("ProposalDiff of the patch's files = %q, %v", d, err)
+	}
+	for _, tc := range []struct {
+		patch, failure, reason string
+	}{
+		{patch: "not a patch", failure: "no file in the patch"},
+		{patch: "--- a/a.txt\n+++ b/a.txt\n@@ -2 +2 @@\n-9\n+10\n", failure: "does not apply"},
+		{patch: "--- a/none.txt\n+++ b/none.txt\n@@ -1 +1 @@\n-a\n+b\n", failure: "no such file"},
+		{patch: "--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+a\n", failure: "exists already"},
+		{patch: "--- a/a.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-1\n+1\n", failure: "renames are not taken"},
+		{patch: "--- a/bin\n+++ b/bin\n@@ -1 +1 @@\n-x\n+y\n", failure: "not a text file"},
+		{patch: "--- a/gone.txt\n+++ /dev/null\n@@ -0,0 +0,0 @@\n", failure: "has lines the patch does not remove"},
+		{patch: "--- a/agents/a.md\n+++ b/agents/a.md\n@@ -1 +1 @@\n-tools: [Read]\n+tools: [Read, Bash]\n", reason: api.RefusedReadOnly},
+		{patch: "--- a/../x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n", reason: api.RefusedPath},
+		{patch: "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-1\n+one\n--- a/a.txt\n+++ b/a.txt\n@@ -3 +3 @@\n-3\n+three\n", reason: api.RefusedInput},
+	} {
+		_, err := tools.PatchFiles(t.Context(), head, tc.patch)
+		var f tools.Failure
+		switch {
+		case tc.reason != "":
+			if r := refusal(t, err); r.Reason != tc.reason {
+				t.Errorf("PatchFiles(%q) reason %s, want %s", tc.patch, r.Reason, tc.reason)
+			}
+		case !errors.As(err, &f) || !strings.Contains(f.Error(), tc.failure):
+			t.Errorf("PatchFiles(%q) = %v, want a failure %q", tc.patch, err, tc.failure)
+		}
 	}
 }

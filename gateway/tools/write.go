@@ -28,7 +28,7 @@ func writable(ix *index, t Target) string {
 		return fmt.Sprintf("%s is a %s, not a file", t.Name(), t.Entry.Type)
 	}
 	for d := path.Dir(t.Path); d != "."; d = path.Dir(d) {
-		if e, ok := ix.byPath[d]; ok && e.Type != string(manifest.Dir) {
+		if e, ok := ix.exact(d); ok && e.Type != string(manifest.Dir) {
 			return fmt.Sprintf("%s cannot be written: %s is a %s, not a directory", t.Name(), d, e.Type)
 		}
 	}
