@@ -68,7 +68,7 @@ func (a *Agent) adoptOrphans(ctx context.Context) (adopted map[string]bool) {
 				// workspace is read back and its exit reported.
 				if err := sb.Quiesce(context.WithoutCancel(ctx)); err != nil {
 					rec.Reason = joinReason(rec.Reason, "the sandbox could not be stopped after the step, so its workspace was not copied back: "+err.Error())
-				} else if rec.State != cluster.StateFailed && sb.Step().Workspace != "" {
+				} else if rec.State != cluster.StateFailed && sb.Step().Workspace != "" && !sb.Step().WorkspaceReadOnly && !r.workspaceReadOnly() {
 					rec.Workspace = r.readBack(ctx, nil, sb)
 				}
 				r.finish(ctx, nil, sb, rec)

@@ -122,7 +122,7 @@ func (r *stepRun) run(ctx context.Context) {
 	if err := sb.Quiesce(context.WithoutCancel(ctx)); err != nil {
 		logger.Warn("stop sandbox after the step", "error", err)
 		rec.Reason = joinReason(rec.Reason, "the sandbox could not be stopped after the step, so its workspace was not copied back")
-	} else if rec.State != cluster.StateFailed && st.Workspace != "" {
+	} else if rec.State != cluster.StateFailed && st.Workspace != "" && !st.WorkspaceReadOnly {
 		rec.Workspace = r.readBack(ctx, lg, sb)
 	}
 	r.finish(ctx, lg, sb, rec)
@@ -136,6 +136,7 @@ func (r *stepRun) step(ctx context.Context) (Step, error) {
 		Limits:         oci.Limits{CPU: r.spec.CPU, MemoryBytes: r.spec.MemoryBytes, Pids: r.limits.Pids},
 		WorkspaceBytes: r.limits.WorkspaceBytes,
 		Timeout:        r.limits.Timeout, Attempt: r.attempt, NoInternet: r.spec.NoInternet, TTY: r.spec.TTY,
+		WorkspaceReadOnly: r.workspaceReadOnly(),
 	}
 	if r.limitsErr != nil {
 		return st, failure(api.CauseInvalidStep, r.limitsErr.Error(), nil)
@@ -149,6 +150,12 @@ func (r *stepRun) step(ctx context.Context) (Step, error) {
 		return st, failure(api.CauseInvalidStep, fmt.Sprintf("the assignment names workspace %s but carries no access to it (is the scheduler older than the node?)", r.spec.Workspace), nil)
 	}
 	return st, r.prepareTrees(ctx, &st)
+}
+
+// workspaceReadOnly says the step's workspace is read-only: it is copied
+// in, mounted read-only, and neither read back nor reported.
+func (r *stepRun) workspaceReadOnly() bool {
+	return r.spec.WorkspaceReadOnly || r.spec.WorkspaceAccess != nil && r.spec.WorkspaceAccess.ReadOnly
 }
 
 // deniedPoll is how often the egress counters of a running step are read.

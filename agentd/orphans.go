@@ -58,6 +58,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]Orphan, error) {
 			container: c,
 			hasNet:    labels[LabelNetwork] != "",
 		}
+		sb.step.WorkspaceReadOnly = labels[LabelWorkspaceReadOnly] == "true"
 		// Its workspace filesystem, if mounted, counts in the reservations
 		// until Destroy unmounts it.
 		if img := imagePath(sb.wsDir); fileExists(img) {

@@ -88,6 +88,16 @@ func mountWorkspace(ctx context.Context, dir string, size int64) (retErr error) 
 	return nil
 }
 
+// remountReadOnly makes the workspace filesystem mounted at dir
+// read-only on the host: nothing, the gofer included, writes to it any
+// more (EROFS).
+func remountReadOnly(dir string) error {
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, ""); err != nil {
+		return fmt.Errorf("remount workspace filesystem read-only: %w", err)
+	}
+	return nil
+}
+
 // attachLoop attaches a free loop device to f, with autoclear (the device
 // detaches itself when its last user, the mount, goes) and direct I/O
 // where the kernel allows it (no second copy of the data in the page

@@ -55,6 +55,9 @@ const (
 	// (netpolicy), so that a restarted agent attaches its filter again or
 	// tears the network down.
 	LabelNetwork = "rodon.network"
+	// LabelWorkspaceReadOnly is "true" on a sandbox whose workspace is
+	// read-only (Step.WorkspaceReadOnly): found again, it is not read back.
+	LabelWorkspaceReadOnly = "rodon.workspace_read_only"
 )
 
 // RuntimeConfig configures the containerd runtime layer.

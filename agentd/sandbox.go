@@ -125,7 +125,7 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 		oci.WithPodSandbox(),
 		oci.WithPause(r.cfg.PauseBinary, sb.ctlDir),
 		oci.WithEnv(imgEnv),
-		oci.WithWorkspace(sb.wsDir),
+		workspaceMount(st, sb.wsDir),
 		oci.WithLibrary(st.Library),
 		oci.WithLimits(st.Limits),
 		oci.WithCgroupsPath(path.Join(r.cfg.CgroupParent, id)),
@@ -148,6 +148,9 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 	}
 	if st.Workspace != "" {
 		labels[LabelWorkspace] = st.Workspace
+	}
+	if st.WorkspaceReadOnly {
+		labels[LabelWorkspaceReadOnly] = "true"
 	}
 	labels[LabelWorkspaceBytes] = strconv.FormatInt(st.WorkspaceBytes, 10)
 	if st.Attempt > 0 {
@@ -229,10 +232,22 @@ func (s *Sandbox) mountWorkspace(ctx context.Context) error {
 		return err // Destroy drops the reservation
 	}
 	r.logger.Debug("workspace filesystem mounted", "step", s.step.ID, "bytes", quota, "took", time.Since(start))
+	if err := s.copyIn(quota); err != nil {
+		return err
+	}
+	if s.step.WorkspaceReadOnly {
+		return remountReadOnly(s.wsDir)
+	}
+	return nil
+}
+
+// copyIn copies the step's workspace (if any) into its workspace
+// filesystem.
+func (s *Sandbox) copyIn(quota int64) error {
 	if s.step.Workspace == "" {
 		return nil
 	}
-	unlock := r.lockWorkspace(s.step.Workspace)
+	unlock := s.rt.lockWorkspace(s.step.Workspace)
 	defer unlock()
 	if err := treecopy.Copy(s.step.Workspace, s.wsDir, treecopy.Limits{MaxBytes: quota, Perm: s.step.WorkspacePerm}); err != nil {
 		if errors.Is(err, treecopy.ErrTooLarge) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
@@ -242,6 +257,15 @@ func (s *Sandbox) mountWorkspace(ctx context.Context) error {
 		return fmt.Errorf("copy workspace into sandbox: %w", err)
 	}
 	return nil
+}
+
+// workspaceMount is the sandbox's mount of its workspace filesystem at
+// dir: read-only for a step whose workspace is.
+func workspaceMount(st Step, dir string) oci.SpecOpt {
+	if st.WorkspaceReadOnly {
+		return oci.WithReadOnlyWorkspace(dir)
+	}
+	return oci.WithWorkspace(dir)
 }
 
 func (r *Runtime) runtimeOptions() any {
@@ -315,10 +339,10 @@ func (s *Sandbox) quiesce(ctx context.Context) error {
 // size) into a staging directory beside it and swapped in atomically, so
 // that the workspace is the whole new tree or, on an error, the previous
 // one untouched. It returns what changed. Call it after Quiesce: the tree
-// it copies is quiesced.
+// it copies is quiesced. A read-only workspace is not read back.
 func (s *Sandbox) ReadBack() (treecopy.Changes, error) {
 	switch {
-	case s.step.Workspace == "":
+	case s.step.Workspace == "" || s.step.WorkspaceReadOnly:
 		return treecopy.Changes{}, nil
 	case !s.quiesced:
 		return treecopy.Changes{}, errors.New("read back workspace: the sandbox still runs")

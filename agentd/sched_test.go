@@ -55,7 +55,8 @@ func (f *recordingScheduler) assign(st cluster.Step) {
 	sp := st.Spec
 	req := api.StepRequest{ID: string(st.ID), Image: sp.Image, Args: sp.Args, Env: sp.Env, CPU: sp.CPU, MemoryBytes: sp.MemoryBytes,
 		Pids: sp.Pids, Timeout: api.Duration(sp.Timeout), WorkspaceBytes: sp.WorkspaceBytes, OutputBytes: sp.OutputBytes,
-		Workspace: sp.Workspace, BaseRevision: sp.BaseRevision, Library: sp.Library, NoInternet: sp.NoInternet, TTY: sp.TTY, Idempotent: sp.Idempotent, Node: string(st.Node)}
+		Workspace: sp.Workspace, BaseRevision: sp.BaseRevision, Library: sp.Library, NoInternet: sp.NoInternet, TTY: sp.TTY, Idempotent: sp.Idempotent, Node: string(st.Node),
+		WorkspaceReadOnly: sp.WorkspaceReadOnly}
 	if _, err := f.cl.SubmitStep(context.Background(), req); err != nil {
 		f.t.Fatalf("submit %s: %v", st.ID, err)
 	}

@@ -26,6 +26,11 @@ type Step struct {
 	// directory's own: the agent's materialised revisions are links into
 	// its blob cache, whose files are read-only (treecopy.Limits.Perm).
 	WorkspacePerm func(rel string) uint32
+	// WorkspaceReadOnly mounts the step's copy of Workspace read-only:
+	// the filesystem is remounted read-only on the host once the copy is
+	// in, and the sandbox's mount is read-only too, so every write fails
+	// with EROFS; ReadBack then copies nothing back.
+	WorkspaceReadOnly bool
 	// Library, if set, is a host directory the step sees read-only at
 	// /library (the account library).
 	Library string

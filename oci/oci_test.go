@@ -117,6 +117,32 @@ func TestLibraryReadOnly(t *testing.T) {
 	}
 }
 
+// TestReadOnlyWorkspace: WithReadOnlyWorkspace is the workspace mount,
+// read-only, and still the working directory.
+func TestReadOnlyWorkspace(t *testing.T) {
+	for _, tc := range []struct {
+		opt  SpecOpt
+		want string
+	}{{WithWorkspace("/w"), "rw"}, {WithReadOnlyWorkspace("/w"), "ro"}} {
+		s, err := Spec(t.Context(), "rodon", "s-6", tc.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var opts []string
+		for _, m := range s.Mounts {
+			if m.Destination == WorkspacePath && m.Source == "/w" {
+				opts = m.Options
+			}
+		}
+		if !slices.Contains(opts, tc.want) || slices.Contains(opts, map[string]string{"rw": "ro", "ro": "rw"}[tc.want]) || s.Process.Cwd != WorkspacePath {
+			t.Errorf("workspace mount options %q, cwd %q; want %s, cwd %s", opts, s.Process.Cwd, tc.want, WorkspacePath)
+		}
+	}
+	if _, err := Spec(t.Context(), "rodon", "s-7", WithReadOnlyWorkspace("w")); err == nil {
+		t.Error("a relative workspace path was accepted")
+	}
+}
+
 func TestLimitsValidate(t *testing.T) {
 	tests := []struct {
 		l       Limits

@@ -83,7 +83,14 @@ func WithLimits(l Limits) SpecOpt {
 
 // WithWorkspace bind-mounts the host directory dir read-write at /workspace
 // and makes it the working directory.
-func WithWorkspace(dir string) SpecOpt {
+func WithWorkspace(dir string) SpecOpt { return withWorkspace(dir, "rw") }
+
+// WithReadOnlyWorkspace is WithWorkspace with the mount read-only: gVisor's
+// gofer refuses every write to it (EROFS), as for the library. A Bash step
+// of an agent without a writing tool gets its workspace so.
+func WithReadOnlyWorkspace(dir string) SpecOpt { return withWorkspace(dir, "ro") }
+
+func withWorkspace(dir, access string) SpecOpt {
 	return func(ctx context.Context, cl ctroci.Client, c *containers.Container, s *ctroci.Spec) error {
 		if !filepath.IsAbs(dir) {
 			return fmt.Errorf("workspace %q: not an absolute path", dir)
@@ -93,7 +100,7 @@ func WithWorkspace(dir string) SpecOpt {
 				Destination: WorkspacePath,
 				Type:        "bind",
 				Source:      dir,
-				Options:     []string{"rbind", "rw", "nosuid", "nodev"},
+				Options:     []string{"rbind", access, "nosuid", "nodev"},
 			}}),
 			ctroci.WithProcessCwd(WorkspacePath),
 		)
