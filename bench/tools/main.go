@@ -9,7 +9,10 @@
 //
 //   - Read: `POST /v1/runs/{id}/steps {"tool": "Read", "input": {"path":
 //     "read.txt"}}` of a 10 KB text file with the run's grant, the answer
-//     decoded, against os.ReadFile of the same file.
+//     decoded, against os.ReadFile of the same file; and, to show what a
+//     tool call's bookkeeping (its step appended and ended in the run
+//     record, its events) adds, `GET /v1/workspaces/{id}/files/read.txt`
+//     of the same file with the admin key, in the same round.
 //   - Grep: `{"tool": "Grep", "input": {"pattern": ..., "path": "grep"}}`
 //     over -files files of about 1 KB each (every tenth with a match),
 //     against a walk of the same directory reading each file and matching

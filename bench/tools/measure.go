@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -18,19 +19,23 @@ import (
 )
 
 // sample is one round of one kind: the time of -calls calls through the
-// gateway and of -calls local operations.
+// gateway and of -calls local operations, and for Read of -calls
+// downloads of the same file with the files API (the same bytes through
+// the gateway without a run: what the tool call's bookkeeping adds).
 type sample struct {
-	gw, local time.Duration
+	gw, local, files time.Duration
 }
 
 // ratio is the gateway's calls per second over the local ones'.
 func (s sample) ratio() float64 { return float64(s.local) / float64(s.gw) }
 
-// op is one kind of call: through a run's grant, and locally.
+// op is one kind of call: through a run's grant, locally, and (when
+// files is set) through the files API.
 type op struct {
 	name  string
 	gw    func(ctx context.Context, run *benchfleet.Client, id string) error
 	local func() error
+	files func(ctx context.Context) error
 }
 
 // measure runs one warm-up round and -runs rounds of each kind,
@@ -38,7 +43,7 @@ type op struct {
 func (b *bench) measure(ctx context.Context) error {
 	re := regexp.MustCompile(grepPattern)
 	ops := []op{
-		{name: "Read", gw: b.gwRead, local: func() error {
+		{name: "Read", gw: b.gwRead, files: b.filesRead, local: func() error {
 			content, err := os.ReadFile(filepath.Join(b.local, readName))
 			if err == nil && len(content) < 10<<10 {
 				err = fmt.Errorf("%s: %d bytes", readName, len(content))
@@ -101,14 +106,44 @@ func (b *bench) round(ctx context.Context, o op, localFirst bool) (sample, error
 		s.gw = time.Since(start)
 		return run.Do(ctx, http.MethodPost, "/v1/runs/"+created.ID+"/finish", api.FinishRequest{Reason: "bench/tools round done"}, nil)
 	}
-	first, second := gw, local
+	files := func() error {
+		if o.files == nil {
+			return nil
+		}
+		start := time.Now()
+		for range b.c.calls {
+			if err := o.files(ctx); err != nil {
+				return err
+			}
+		}
+		s.files = time.Since(start)
+		return nil
+	}
+	order := []func() error{gw, files, local}
 	if localFirst {
-		first, second = local, gw
+		order = []func() error{local, files, gw}
 	}
-	if err := first(); err != nil {
-		return s, err
+	for _, f := range order {
+		if err := f(); err != nil {
+			return s, err
+		}
 	}
-	return s, second()
+	return s, nil
+}
+
+// filesRead downloads read.txt with GET /v1/workspaces/{id}/files/read.txt
+// as the admin key.
+func (b *bench) filesRead(ctx context.Context) error {
+	resp, err := b.gw.Send(ctx, http.MethodGet, "/v1/workspaces/"+b.ws+"/files/"+readName, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil && (resp.StatusCode != http.StatusOK || n < 10<<10) {
+		err = fmt.Errorf("GET files/%s: %s, %d bytes", readName, resp.Status, n)
+	}
+	return err
 }
 
 // call makes one tool call with run's grant and decodes its result.

@@ -62,7 +62,7 @@ func (b *bench) render(took time.Duration) result {
 		c.runs, c.calls, c.files, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), took.Round(time.Second))
 	fmt.Fprintf(&out, "One scheduler member (local blob store) and one gateway on 127.0.0.1, mutual TLS, HTTPS; no node. ")
 	fmt.Fprintf(&out, "Each round: %d tool calls through a fresh agent run's grant against %d local operations on the same files, alternating which goes first; medians of %d rounds after one warm-up (min–max in brackets).\n\n", c.calls, c.calls, c.runs)
-	fmt.Fprintf(&out, "| call | through the gateway | locally | gateway / local | per gateway call |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&out, "| call | through the gateway | locally | gateway / local | per gateway call | the file by the files API |\n|---|---|---|---|---|---|\n")
 	for _, k := range []struct {
 		name, local string
 		ss          []sample
@@ -73,12 +73,19 @@ func (b *bench) render(took time.Duration) result {
 	} {
 		gw, local, ratio := rates(k.ss, c.calls)
 		*k.ratio = median(ratio)
-		var per []time.Duration
+		var per, files []time.Duration
 		for _, s := range k.ss {
 			per = append(per, s.gw/time.Duration(c.calls))
+			if s.files > 0 {
+				files = append(files, s.files/time.Duration(c.calls))
+			}
 		}
-		fmt.Fprintf(&out, "| %s | %s calls/s | %s calls/s (%s) | %s | %s |\n", k.name, spread(gw, "%.0f"), spread(local, "%.0f"), k.local,
-			spread(ratio, "%.4f"), benchstat.MS(benchstat.Median(per)))
+		plain := "—"
+		if len(files) > 0 {
+			plain = benchstat.MS(benchstat.Median(files)) + " per GET"
+		}
+		fmt.Fprintf(&out, "| %s | %s calls/s | %s calls/s (%s) | %s | %s | %s |\n", k.name, spread(gw, "%.0f"), spread(local, "%.0f"), k.local,
+			spread(ratio, "%.4f"), benchstat.MS(benchstat.Median(per)), plain)
 	}
 	r.text = out.String()
 	return r
