@@ -51,9 +51,11 @@ func (g *Gateway) bashCall(c *call, run runRecord, index int, wait time.Duration
 	g.driver.Wake()
 	var st *api.Step
 	if wait > 0 {
-		// The answer comes after the wait: the write deadline moves past
-		// it (a server without deadlines has nothing to move).
-		http.NewResponseController(c.w).SetWriteDeadline(time.Now().Add(wait + g.cfg.Timeouts.Write))
+		// The answer comes after the wait: the deadlines move past it (a
+		// server without deadlines has nothing to move).
+		rc := http.NewResponseController(c.w)
+		rc.SetReadDeadline(time.Now().Add(wait + g.cfg.Timeouts.Read))
+		rc.SetWriteDeadline(time.Now().Add(wait + g.cfg.Timeouts.Write))
 		got, err := g.waitStep(c.ctx, sid, wait)
 		if err != nil {
 			return err

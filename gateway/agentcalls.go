@@ -302,6 +302,8 @@ type toolOutcome struct {
 	failed   bool
 	refusal  *api.Refusal
 	awaiting bool
+	// files is what the revision made changed.
+	files *api.FilesChanged
 	// err is the gateway's own failure.
 	err error
 }
@@ -324,11 +326,11 @@ func (g *Gateway) fileCall(c *call, run *runRecord, claims *grantClaims, index i
 	}
 	var revEvents []api.RunEvent
 	if o.revision != "" {
-		evs, err := revisionEvents(c.ctx, g.files, run.Workspace, o.revision, s.ID, index)
+		evs, fc, err := revisionChanges(c.ctx, g.files, run.Workspace, o.revision, s.ID, index)
 		if err != nil {
 			g.log.Warn("read a tool's revision for its events", "run", run.ID, "step", s.ID, "revision", o.revision, "error", err)
 		}
-		revEvents = evs
+		revEvents, o.files = evs, fc
 	}
 	ended, err := g.endToolStep(c.ctx, run.ID, index, tool, o, revEvents)
 	if err != nil {
@@ -378,7 +380,7 @@ func (g *Gateway) endToolStep(ctx context.Context, id string, index int, tool st
 			started = s.View.Phases.Started
 		}
 		s.Status, s.EndedAt, s.Final = stepEnded, now, true
-		s.View = &api.RunStep{State: state, Phases: api.Phases{Started: started, Exited: now}, Revision: o.revision}
+		s.View = &api.RunStep{State: state, Phases: api.Phases{Started: started, Exited: now}, Revision: o.revision, FilesChanged: o.files}
 		s.Tool.Summary, s.Tool.Read, s.Tool.Proposal = truncateUTF8(o.summary, maxSummary), o.read, o.proposal
 		ev := api.RunEvent{Step: s.ID, StepIndex: &s.Index, Tool: tool, InputSHA256: s.Tool.InputSHA256,
 			Summary: s.Tool.Summary, Proposal: o.proposal, Revision: o.revision, State: state}

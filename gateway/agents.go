@@ -11,12 +11,12 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/gateway/agentfile"
 	"github.com/rodon-compute/rodon/gateway/tools"
 	"github.com/rodon-compute/rodon/scheduler/client"
@@ -38,9 +38,6 @@ const (
 	// revision that changed more has several events (each a record).
 	eventChanges = 400
 )
-
-// agentNameRE is an agent's name (agentfile: the front matter's name).
-var agentNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // prefixGrant starts a grant's id (its jti).
 const prefixGrant = "grant-"
@@ -75,7 +72,12 @@ func (g *Gateway) runCAS(ctx context.Context, id string, change func(*runRecord)
 // runCASFrom is runCAS starting from first, the run as just read (nil:
 // read it); a conflict reads it again.
 func (g *Gateway) runCASFrom(ctx context.Context, id string, first *versioned[runRecord], change func(*runRecord) ([]api.RunEvent, error)) (runRecord, error) {
-	for range casTries {
+	for try := range runCASTries {
+		if try > 0 {
+			if err := casPause(ctx, try); err != nil {
+				return runRecord{}, err
+			}
+		}
 		var run runRecord
 		var version uint64
 		var err error
@@ -108,8 +110,14 @@ func (g *Gateway) runCASFrom(ctx context.Context, id string, first *versioned[ru
 		writeEvents(ctx, g.store, g.log, id, events)
 		return run, nil
 	}
-	return runRecord{}, fmt.Errorf("change run %s: the record kept changing; retry", id)
+	return runRecord{}, &httpError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
+		Message: fmt.Sprintf("run %s kept changing under other calls at once; retry", id)}
 }
+
+// runCASTries bounds runCAS's compare-and-set tries: a live run's calls
+// may come at once, and each try after a collision waits a little
+// (casPause).
+const runCASTries = quotaCASTries
 
 // reserveEvents numbers events as the next of run (an agent run) and
 // stamps those without a time.
@@ -159,8 +167,8 @@ func (g *Gateway) createAgentRun(c *call, req api.RunRequest) error {
 	if g.grants == nil {
 		return &httpError{Status: http.StatusNotImplemented, Code: "not_implemented", Message: "this gateway issues no grants: agent runs are not available"}
 	}
-	if !agentNameRE.MatchString(req.Agent) {
-		return badRequest("field \"agent\" %q: want the name of an agent of the workspace, such as analyst for agents/analyst.md (lower-case letters, digits and -, at most 63)", truncateText(req.Agent, 80))
+	if err := cluster.ValidateAgentName(truncateText(req.Agent, 80)); err != nil {
+		return badRequest("field \"agent\": %v (the agent of agents/NAME.md in the workspace)", err)
 	}
 	file, data, err := g.readAgentFile(c.ctx, f, req.Workspace, req.Agent)
 	if err != nil {
@@ -251,7 +259,7 @@ func (g *Gateway) noAgent(ctx context.Context, f Files, ws, name string) error {
 	var names []string
 	for _, e := range entries {
 		if dir, base := path.Split(e.Path); dir == "agents/" && e.Type != "dir" && strings.HasSuffix(base, ".md") {
-			if n := strings.TrimSuffix(base, ".md"); agentNameRE.MatchString(n) {
+			if n := strings.TrimSuffix(base, ".md"); cluster.ValidateAgentName(n) == nil {
 				names = append(names, n)
 			}
 		}

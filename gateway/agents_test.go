@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -217,6 +218,15 @@ func TestAgentFileTools(t *testing.T) {
 		if s := op.Steps[i]; s.Tool == nil || s.Tool.Name != tool || s.Tool.InputSHA256 == "" || s.Tool.Summary == "" || s.Tool.Input == "" {
 			t.Errorf("step %d tool = %+v, want %s with its input digest and a summary", i, s.Tool, tool)
 		}
+	}
+	if fc := op.FilesChanged; fc == nil || !slices.Equal(fc.Added, []string{"data/b.txt"}) {
+		t.Errorf("run's files changed = %+v, want data/b.txt added", fc)
+	}
+	// A step the gateway answered has no stream; it reads as a step.
+	f.do("viewer", "GET", "/v1/steps/"+writeStep+"/stream", "", 409, nil)
+	var one api.RunStep
+	if f.do("viewer", "GET", "/v1/steps/"+writeStep, "", 200, &one); one.State != api.StepDone || one.Tool == nil || one.Revision != wrote.Revision {
+		t.Errorf("GET the Write step = %+v, want done with its revision", one)
 	}
 	// The run's list shows the steps too.
 	var list []api.Operation
@@ -601,5 +611,123 @@ func TestAgentGateThroughCalls(t *testing.T) {
 	}
 	if e := evs[len(evs)-1]; e.Revision != applied.Revision || len(e.Changes) != 1 || e.Changes[0].Path != "data/p.txt" {
 		t.Errorf("the apply's revision event = %+v, want data/p.txt", e)
+	}
+}
+
+// TestAgentBashWaitOutlivesDeadlines: a ?wait longer than the server's
+// read and write timeouts is answered, over a real connection.
+func TestAgentBashWaitOutlivesDeadlines(t *testing.T) {
+	f := newFixtureWith(t, func(cfg *Config) {
+		cfg.Timeouts.Read, cfg.Timeouts.Write = time.Second, time.Second
+	})
+	rc, g := f.startAgent("runner", []string{"Read", "Bash"})
+	addr, stop := serveLoopback(t, f.g)
+	defer stop()
+	sid := stepID(rc.ID, 0)
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		f.sched.Start(sid)
+		f.sched.Exit(sid, 0)
+	}()
+	req := f.request(g, "POST", "http://"+addr+"/v1/runs/"+rc.ID+"/steps?wait=10s", `{"tool":"Bash","input":{"command":"true"}}`)
+	req.RequestURI = ""
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("Bash with a wait past the timeouts: %v", err)
+	}
+	defer resp.Body.Close()
+	var a api.ToolAnswer
+	var res api.BashResult
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != 200 || json.Unmarshal(a.Result, &res) != nil {
+		t.Fatalf("Bash = %d, %v", resp.StatusCode, err)
+	}
+	if res.State != api.StepExited || res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Errorf("Bash result = %+v, want exited 0 after 2.5 s", res)
+	}
+}
+
+// TestAgentConcurrentCalls: calls at once each become a step of their
+// own, and every event has a seq of its own (runCAS tries again on a
+// conflict, change and all).
+func TestAgentConcurrentCalls(t *testing.T) {
+	f := newFixture(t)
+	rc, g := f.startAgent("reader", []string{"Read", "Write"})
+	var wg sync.WaitGroup
+	codes := make([]int, 8)
+	for i := range codes {
+		wg.Go(func() {
+			codes[i] = f.call(g, rc.ID, "", "Write", fmt.Sprintf(`{"path":"out/%d.txt","content":"%d"}`, i, i)).Code
+		})
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("call %d = %d, want 200", i, c)
+		}
+	}
+	op := f.getRun(rc.ID)
+	if len(op.Steps) != 8 || strings.Count(stepStates(op), "done") != 8 {
+		t.Fatalf("run after 8 calls at once = [%s], want 8 steps done", stepStates(op))
+	}
+	evs := f.events(rc.ID, 100)
+	kinds := eventKinds(evs)
+	if strings.Count(kinds, "tool_call") != 8 || strings.Count(kinds, "revision") != 8 {
+		t.Errorf("events = %s, want 8 tool calls and 8 revisions", kinds)
+	}
+	for i, e := range evs {
+		if e.Seq != i+1 {
+			t.Errorf("event %d has seq %d, want %d", i, e.Seq, i+1)
+		}
+	}
+}
+
+// TestAgentLostCall: a file tool's step whose gateway never answered it
+// fails once toolCallStale passed.
+func TestAgentLostCall(t *testing.T) {
+	clock := newTestClock()
+	f := newFixtureWith(t, func(c *Config) { c.Now = clock.now })
+	rc, _ := f.startAgent("reader", []string{"Read"})
+	// A call appended (calling) by a gateway that then went away.
+	if _, err := f.g.runCAS(t.Context(), rc.ID, func(run *runRecord) ([]api.RunEvent, error) {
+		run.Steps = append(run.Steps, runStepRecord{ID: stepID(run.ID, 0), Status: stepCalling, Tool: &api.ToolStep{Name: "Read"},
+			View: &api.RunStep{State: api.StepRunning, Phases: api.Phases{Started: clock.now()}}})
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.g.Driver().Pass(t.Context())
+	if op := f.getRun(rc.ID); op.Steps[0].State != api.StepRunning {
+		t.Fatalf("a call in flight = %s, want running", op.Steps[0].State)
+	}
+	clock.advance(toolCallStale)
+	f.g.Driver().Pass(t.Context())
+	op := f.getRun(rc.ID)
+	if op.Steps[0].State != api.StepFailed || op.State != api.RunRunning {
+		t.Errorf("a lost call = %s in a %s run, want failed, the run running", op.Steps[0].State, op.State)
+	}
+	if evs := f.events(rc.ID, 100); eventKinds(evs) != "run_created tool_call" || evs[1].State != api.StepFailed {
+		t.Errorf("events = %s, want the lost call's failure", eventKinds(evs))
+	}
+}
+
+func TestOutputTail(t *testing.T) {
+	long := strings.Repeat("é", outputTail) // 2 bytes each
+	for _, tc := range []struct {
+		name      string
+		in        string
+		truncated bool
+		want      string
+	}{
+		{"short", "hello\n", false, "hello\n"},
+		{"exactly the tail", strings.Repeat("a", outputTail), false, strings.Repeat("a", outputTail)},
+		{"one byte more", "b" + strings.Repeat("a", outputTail), true, strings.Repeat("a", outputTail)},
+		{"characters", long, true, strings.Repeat("é", outputTail/2)},
+		{"from a character's start", "x" + long, true, strings.Repeat("é", outputTail/2)},
+		{"cut in a character", long + "a", true, strings.Repeat("é", outputTail/2-1) + "a"},
+	} {
+		got, truncated := tailOf([]byte(tc.in), false)
+		if got != tc.want || truncated != tc.truncated {
+			t.Errorf("%s: tailOf = %d bytes, truncated %v; want %d bytes, %v", tc.name, len(got), truncated, len(tc.want), tc.truncated)
+		}
 	}
 }

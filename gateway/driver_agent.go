@@ -162,24 +162,31 @@ func scriptEvent(s *runStepRecord, state string, exit *int, summary string) api.
 // paths an event. A detached revision (refused as a conflict) is not on
 // the workspace's history: it has none.
 func revisionEvents(ctx context.Context, f Files, ws, rev, step string, index int) ([]api.RunEvent, error) {
+	evs, _, err := revisionChanges(ctx, f, ws, rev, step, index)
+	return evs, err
+}
+
+// revisionChanges is revisionEvents with the revision's files changed
+// (nil for a detached one).
+func revisionChanges(ctx context.Context, f Files, ws, rev, step string, index int) ([]api.RunEvent, *api.FilesChanged, error) {
 	if f == nil {
-		return nil, fmt.Errorf("revision %s: no workspace API", rev)
+		return nil, nil, fmt.Errorf("revision %s: no workspace API", rev)
 	}
 	r, err := f.Revision(ctx, ws, rev)
 	if err != nil {
-		return nil, fmt.Errorf("read revision %s: %w", rev, err)
+		return nil, nil, fmt.Errorf("read revision %s: %w", rev, err)
 	}
 	if r.Detached {
-		return nil, nil
+		return nil, nil, nil
 	}
 	cur, err := f.Tree(ctx, ws, rev, "")
 	if err != nil {
-		return nil, fmt.Errorf("read the tree of revision %s: %w", rev, err)
+		return nil, nil, fmt.Errorf("read the tree of revision %s: %w", rev, err)
 	}
 	var prev []api.TreeEntry
 	if r.Parent != "" {
 		if prev, err = f.Tree(ctx, ws, r.Parent, ""); err != nil {
-			return nil, fmt.Errorf("read the tree of revision %s: %w", r.Parent, err)
+			return nil, nil, fmt.Errorf("read the tree of revision %s: %w", r.Parent, err)
 		}
 	}
 	changes := treeChanges(prev, cur)
@@ -190,7 +197,14 @@ func revisionEvents(ctx context.Context, f Files, ws, rev, step string, index in
 		out = append(out, api.RunEvent{Kind: api.RunEventRevision, Step: step, StepIndex: &idx, Revision: rev, Parent: r.Parent,
 			Changes: part, Summary: fmt.Sprintf("revision %d: %d paths changed", r.Number, len(changes))})
 	}
-	return out, nil
+	// A step's view names a few paths: the events have them all.
+	fc := cloneFilesChanged(&r.Changes)
+	for _, l := range []*[]string{&fc.Added, &fc.Modified, &fc.Removed} {
+		if n := len(*l) - api.MaxFilesNamed; n > 0 {
+			*l, fc.More = (*l)[:api.MaxFilesNamed], fc.More+n
+		}
+	}
+	return out, fc, nil
 }
 
 // treeChanges is what changed from tree prev to tree cur (both sorted by

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,8 +16,8 @@ import (
 	"github.com/rodon-compute/rodon/gateway/tools"
 )
 
-// Gates (docs/design/agents.md, §3.5): proposals, approvals, the gated
-// ApplyChange.
+// Gates (docs/design/agents.md, §3.5): proposals and the ApplyChange an
+// approval allows (the routes are in approvals.go).
 //
 // A proposal (record kind proposal, id prop-...) is written once by
 // ProposeChange in state proposed and then changes only by
@@ -128,13 +127,26 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 	switch {
 	case in.Patch != "" && len(in.Files) > 0:
 		return api.ProposeChangeResult{}, refuseInput("ProposeChange takes either files or patch, not both")
-	case in.Patch != "":
-		// No well-kept parser of git's unified diffs is among the
-		// modules this build may use: say so rather than guess.
-		return api.ProposeChangeResult{}, refuseInput("ProposeChange: patch is not supported by this gateway; send files [{\"path\", \"content\"} or {\"path\", \"delete\": true}] with each file's whole new content")
-	case len(in.Files) == 0:
-		return api.ProposeChangeResult{}, refuseInput("ProposeChange: want files [{\"path\", \"content\"} or {\"path\", \"delete\": true}], at least one")
-	case len(in.Files) > maxProposalFiles:
+	case in.Patch == "" && len(in.Files) == 0:
+		return api.ProposeChangeResult{}, refuseInput("ProposeChange: want files [{\"path\", \"content\"} or {\"path\", \"delete\": true}], at least one, or a patch (a unified diff against the head)")
+	}
+	head, err := t.env.Workspace.Head(ctx)
+	if err != nil {
+		return api.ProposeChangeResult{}, fmt.Errorf("read the head of workspace %s: %w", t.run.Workspace, err)
+	}
+	var failure tools.Failure
+	if in.Patch != "" {
+		// A patch is the files it makes of the head, whole.
+		files, err := tools.PatchFiles(ctx, head, in.Patch)
+		if errors.As(err, &failure) {
+			return api.ProposeChangeResult{Base: head.Revision(), Error: string(failure)}, nil
+		}
+		if err != nil {
+			return api.ProposeChangeResult{}, err
+		}
+		in.Files = files
+	}
+	if len(in.Files) > maxProposalFiles {
 		return api.ProposeChangeResult{}, refuseInput("ProposeChange: %d files, at most %d in one proposal", len(in.Files), maxProposalFiles)
 	}
 	total := 0
@@ -143,10 +155,6 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 	}
 	if total > maxProposalBytes {
 		return api.ProposeChangeResult{}, refuseInput("ProposeChange: %d bytes of content, at most %d (192 KiB) in one proposal", total, maxProposalBytes)
-	}
-	head, err := t.env.Workspace.Head(ctx)
-	if err != nil {
-		return api.ProposeChangeResult{}, fmt.Errorf("read the head of workspace %s: %w", t.run.Workspace, err)
 	}
 	// Each path as the workspace's tree path it writes (symlinks
 	// inside the tree followed), confined as every write is.
@@ -159,7 +167,6 @@ func (g *Gateway) toolPropose(ctx context.Context, t *toolCall, in api.ProposeCh
 		files = append(files, api.ProposedFile{Path: target.Path, Content: f.Content, Delete: f.Delete})
 	}
 	diff, err := tools.ProposalDiff(ctx, head, files)
-	var failure tools.Failure
 	if errors.As(err, &failure) {
 		return api.ProposeChangeResult{Base: head.Revision(), Error: string(failure)}, nil
 	}
@@ -331,127 +338,3 @@ func (g *Gateway) getProposal(ctx context.Context, id string, p *api.Proposal) (
 	}
 	return v, err
 }
-
-// proposalOf reads the proposal named by c's {proposal} (or the body's)
-// in run: 404 when it is not one of run's.
-func (g *Gateway) proposalOf(c *call, run *runRecord, id string) (api.Proposal, uint64, error) {
-	var p api.Proposal
-	v, err := g.getProposal(c.ctx, id, &p)
-	if errors.Is(err, errNoProposal) || err == nil && p.Run != run.ID {
-		return p, 0, notFound("no proposal %q in run %s", truncateText(id, 40), run.ID)
-	}
-	return p, v, err
-}
-
-func (g *Gateway) handleProposal(c *call) error {
-	run, _, err := g.getRun(c, c.r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	p, _, err := g.proposalOf(c, &run, c.r.PathValue("proposal"))
-	if err != nil {
-		return err
-	}
-	return c.json(http.StatusOK, p)
-}
-
-// decide is approve and reject: the run must be awaiting exactly the
-// proposal; the proposal changes by compare-and-set (the one place two
-// people deciding at once are told apart), then the run goes back to
-// running with the decision as its event.
-func (g *Gateway) decide(c *call, approve bool) error {
-	var req api.ApproveRequest
-	if err := c.decode(&req); err != nil {
-		return err
-	}
-	verb := "approve"
-	if !approve {
-		verb = "reject"
-	}
-	if approve && req.Reason != "" {
-		return badRequest("field \"reason\": only a reject takes a reason")
-	}
-	if len(req.Reason) > 1000 {
-		return badRequest("field \"reason\": %d bytes, at most 1000", len(req.Reason))
-	}
-	run, _, err := g.getRun(c, c.r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	if run.Agent == nil {
-		return conflict("run %s is not an agent run: it has no proposals to %s", run.ID, verb)
-	}
-	if req.Proposal == "" {
-		return badRequest("field \"proposal\": want the proposal the run awaits (%s)", orNothing(run.Agent.Awaiting))
-	}
-	prop, version, err := g.proposalOf(c, &run, req.Proposal)
-	if err != nil {
-		return err
-	}
-	c.target = prop.ID
-	if err := checkAwaits(&run, prop.ID, verb); err != nil {
-		return err
-	}
-	now := g.now()
-	actor := c.p.actor
-	forStep := len(run.Steps)
-	switch {
-	case approve && prop.State == api.ProposalApproved && prop.ForStep == forStep && now.Before(prop.Expires):
-		// Approved already, and the run not resumed yet (a retry after
-		// a failure in between): resume it.
-	case prop.State != api.ProposalProposed:
-		return conflict("proposal %s is %s, not proposed: it cannot be %sd", prop.ID, prop.State, verb)
-	case approve:
-		prop.State, prop.ApprovedBy, prop.ApprovedAt = api.ProposalApproved, &actor, now
-		prop.Expires, prop.ForStep = now.Add(g.cfg.ApprovalTTL), forStep
-	default:
-		prop.State, prop.RejectedBy, prop.Reason = api.ProposalRejected, &actor, req.Reason
-		if prop.Reason == "" {
-			prop.Reason = "rejected without a reason"
-		}
-	}
-	if _, err := putRecord(c.ctx, g.store, kindProposal, prop.ID, version, &prop); IsConflict(err) {
-		return conflict("proposal %s changed at the same time (another person decided?): read it again", prop.ID)
-	} else if err != nil {
-		return err
-	}
-	ev := api.RunEvent{Kind: api.RunEventApproval, Time: now, Proposal: prop.ID, By: &actor}
-	if !approve {
-		ev.Kind, ev.Summary = api.RunEventRejection, prop.Reason
-	}
-	updated, err := g.runCAS(c.ctx, run.ID, func(r *runRecord) ([]api.RunEvent, error) {
-		if err := checkAwaits(r, prop.ID, verb); err != nil {
-			return nil, err
-		}
-		r.State, r.Agent.Awaiting = api.RunRunning, ""
-		if approve {
-			r.Agent.Approved = prop.ID
-		}
-		return []api.RunEvent{ev}, nil
-	})
-	if err != nil {
-		return err
-	}
-	return c.json(http.StatusOK, g.operation(c.ctx, &updated, true))
-}
-
-// checkAwaits answers 409 unless run is awaiting approval of proposal id.
-func checkAwaits(run *runRecord, id, verb string) error {
-	switch {
-	case run.Agent == nil || run.State != api.RunAwaitingApproval:
-		return conflict("run %s is %s, not awaiting an approval: there is nothing to %s", run.ID, run.State, verb)
-	case run.Agent.Awaiting != id:
-		return conflict("run %s awaits the approval of proposal %s, not %s", run.ID, run.Agent.Awaiting, id)
-	}
-	return nil
-}
-
-func orNothing(s string) string {
-	if s == "" {
-		return "none now"
-	}
-	return s
-}
-
-func (g *Gateway) handleApprove(c *call) error { return g.decide(c, true) }
-func (g *Gateway) handleReject(c *call) error  { return g.decide(c, false) }

@@ -265,7 +265,7 @@ func TestProposeChange(t *testing.T) {
 		words  []string
 	}{
 		{"nothing", api.ProposeChangeInput{}, api.RefusedInput, []string{"at least one"}},
-		{"patch", api.ProposeChangeInput{Patch: "--- a/x\n+++ b/x\n"}, api.RefusedInput, []string{"patch is not supported", "files"}},
+		{"patch of agents/", api.ProposeChangeInput{Patch: "--- /dev/null\n+++ b/agents/x.md\n@@ -0,0 +1 @@\n+tools: [Bash]\n"}, api.RefusedReadOnly, []string{"agents/"}},
 		{"patch and files", api.ProposeChangeInput{Patch: "x", Files: wantFiles}, api.RefusedInput, []string{"either files or patch"}},
 		{"too many files", api.ProposeChangeInput{Files: many}, api.RefusedInput, []string{"65 files, at most 64"}},
 		{"too much content", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "big", Content: strings.Repeat("x", maxProposalBytes+1)}}}, api.RefusedInput, []string{"192 KiB"}},
@@ -278,6 +278,21 @@ func TestProposeChange(t *testing.T) {
 	} {
 		_, err := f.g.toolPropose(t.Context(), r.call(api.ToolProposeChange), tc.in)
 		wantRefusal(t, "ProposeChange "+tc.name, err, tc.reason, tc.words...)
+	}
+	// A patch against the head is the files it makes, whole; one that
+	// does not apply is a failure the model reads.
+	patch := "diff --git a/data/a.txt b/data/a.txt\n--- a/data/a.txt\n+++ b/data/a.txt\n@@ -1 +1 @@\n-hello, workspace\n+hello, patch\n"
+	c = r.call(api.ToolProposeChange)
+	res, err = f.g.toolPropose(t.Context(), c, api.ProposeChangeInput{Patch: patch})
+	if err != nil || res.Error != "" || !strings.Contains(res.Diff, "+hello, patch") {
+		t.Fatalf("ProposeChange of a patch = %+v, %v; want a proposal", res, err)
+	}
+	if p := r.proposal(res.Proposal); !slices.Equal(p.Files, []api.ProposedFile{{Path: "data/a.txt", Content: "hello, patch\n"}}) || p.Base != f.rev {
+		t.Errorf("proposal of a patch: files %+v on %s, want data/a.txt whole on %s", p.Files, p.Base, f.rev)
+	}
+	res, err = f.g.toolPropose(t.Context(), r.call(api.ToolProposeChange), api.ProposeChangeInput{Patch: strings.ReplaceAll(patch, "-hello, workspace", "-goodbye")})
+	if err != nil || res.Proposal != "" || !strings.Contains(res.Error, "patch") {
+		t.Errorf("ProposeChange of a patch that does not apply = %+v, %v; want an error", res, err)
 	}
 	// A deletion of nothing is a failure the model reads.
 	res, err = f.g.toolPropose(t.Context(), r.call(api.ToolProposeChange), api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "nothing.txt", Delete: true}}})

@@ -147,7 +147,9 @@ func (k *jwsGrants) current(ctx context.Context, now time.Time) (*signingKey, er
 		case !IsNotFound(err):
 			return nil, fmt.Errorf("read grant key %s: %w", sk.kid, err)
 		}
-		// Deleted: make the next key now.
+		// Revoked: its grants verify no more here either; make the next
+		// key now.
+		k.forget(sk.kid)
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

@@ -513,6 +513,9 @@ func (g *Gateway) handleStream(c *call) error {
 			return badRequest("query parameter from %q: want the seq of the last frame received", s)
 		}
 	}
+	if rs.Tool != nil && rs.Tool.Name != api.ToolBash {
+		return conflict("step %s is a %s call the gateway answered: it has no stream (its answer is in the run's events)", rs.ID, rs.Tool.Name)
+	}
 	if rs.Status != stepSubmitted && rs.Status != stepEnded {
 		return conflict("step %s has not started (%s): its stream opens once it is submitted", rs.ID, runStepView(rs, nil).State)
 	}

@@ -323,7 +323,11 @@ class Loop:
         return f"/v1/runs/{urllib.parse.quote(self.run_id)}{suffix}"
 
     def get_run(self):
+        """The run, read with its grant; with the key once the grant is
+        refused (it dies with the run: the run ended)."""
         status, body = self.gw.call("GET", self.path(), self.grant)
+        if status in (401, 403):
+            status, body = self.gw.call("GET", self.path(), self.key)
         if status != 200:
             err = error_of(body)
             raise GatewayError(f"GET {self.path()}: {status} {err.get('code')}: {err.get('message')}")
@@ -388,54 +392,56 @@ class Loop:
                 text = f"the run has ended: {run.get('state')}"
                 self.say("< " + text)
                 return (text, True), False
-        if status in (401,) or status == 403 and error_of(body).get("code") != "refused":
+        if status == 401 or status == 403 and error_of(body).get("code") != "refused":
             err = error_of(body)
             raise GatewayError(f"{call['tool']}: {status} {err.get('code')}: {err.get('message')}")
         if status == 200 and call["tool"] == "Bash":
             result = body.get("result") or {}
             if result.get("exit_code") is None and body.get("step", {}).get("id"):
                 self.say("  the step is still running; waiting for its end (its output is on the run page)")
-                st = self.wait_step(body["step"]["id"]) or {}
-                result["state"], result["exit_code"] = st.get("state"), st.get("exit_code")
+                st = self.wait_step(body["step"]["id"])
+                if st:
+                    body["step"] = st
+                    result["state"], result["exit_code"] = st.get("state"), st.get("exit_code")
         if status == 200 and call["tool"] == "ProposeChange":
             self.last_proposal = (body.get("result") or {}).get("proposal") or self.last_proposal
         text, is_error = observe(call, status, body)
         step = (body or {}).get("step") or {}
-        head = f"< step {step.get('index', '?')} {step.get('state', status)}"
+        if step:
+            head = f"< step {step.get('index')} {step.get('state')}"
+        elif status == 403:
+            head = "< refused"
+        else:
+            head = f"< {status}"
         summary = (step.get("tool") or {}).get("summary")
         if summary:
             head += f": {summary}"
         self.say(head, *("  " + line for line in text.splitlines()))
         return (text, is_error), True
 
-    def finish(self):
-        """Finishes the run as the model says; returns its final state."""
-        req = self.model.finish() or {}
-        status, body = self.gw.call("POST", self.path("/finish"), self.grant, req)
-        if status != 200:
-            err = error_of(body)
-            self.say(f"finish: {status} {err.get('code')}: {err.get('message')}")
-        run = body if status == 200 and isinstance(body, dict) and body.get("state") else None
-        if run is None:
-            # The grant dies with the run: read it with the key.
-            status, run = self.gw.call("GET", self.path(), self.key)
+    def finish(self, live=True):
+        """Finishes the run as the model says (unless it ended already);
+        returns its final state."""
+        status, body = 0, None
+        if live:
+            status, body = self.gw.call("POST", self.path("/finish"), self.grant, self.model.finish() or {})
             if status != 200:
-                raise GatewayError(f"GET {self.path()}: {status}: {error_of(run).get('message')}")
+                err = error_of(body)
+                self.say(f"finish: {status} {err.get('code')}: {err.get('message')}")
+        run = body if status == 200 and isinstance(body, dict) and body.get("state") else self.get_run()
         self.say(f"run {self.run_id} {run.get('state')}; refusals: {run.get('refusals', 0)}; {self.gw.run_page(self.run_id)}")
         return run.get("state")
 
     def drive(self):
         """The whole loop; returns the run's final state."""
         self.start()
-        observation = None
-        while True:
+        observation, live = None, True
+        while live:
             call = self.model.next(observation)
             if call is None:
                 break
             observation, live = self.step(call)
-            if not live:
-                break
-        return self.finish()
+        return self.finish(live)
 
 
 def main(argv=None):

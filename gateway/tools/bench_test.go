@@ -23,3 +23,22 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGrep: one Grep over 1,000 files of 10 KB.
+func BenchmarkGrep(b *testing.B) {
+	files := map[string]string{}
+	line := "the quick brown fox jumps over the lazy dog, again and again\n"
+	var body string
+	for len(body) < 10_000 {
+		body += line
+	}
+	for i := range 1000 {
+		files[fmt.Sprintf("d%02d/f%04d.txt", i%10, i)] = body + fmt.Sprintf("needle %d\n", i)
+	}
+	env := tools.Env{Workspace: toolstest.New(files)}
+	for b.Loop() {
+		if r, err := tools.Grep(b.Context(), env, api.GrepInput{Pattern: `needle \d+`}); err != nil || r.Count != 1000 {
+			b.Fatal(r.Error, err)
+		}
+	}
+}

@@ -202,7 +202,8 @@ func TestResolveAccepts(t *testing.T) {
 // in the library for a write, never under agents/ for a write.
 func FuzzResolve(f *testing.F) {
 	for _, s := range []string{"data/sales.csv", "/workspace/x", "../x", "%2e%2e/x", "a\x00b", "‥/x", "link-in/sales.csv",
-		"link-out/x", "/library/ref.csv", "link-agents/x", "DATA/Sales.csv", "loop1", "/etc/passwd", "a//b", `a\b`} {
+		"link-out/x", "/library/ref.csv", "link-agents/x", "DATA/Sales.csv", "loop1", "/etc/passwd", "a//b", `a\b`,
+		"ｄａｔａ/sales.csv", "%252e%252e/x", "link-file", "deep/link-up/x", "/workspace/link-in/2024/sales.csv"} {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
@@ -227,6 +228,9 @@ func FuzzResolve(f *testing.F) {
 		}
 		if write && (got.Library || got.Path == "agents" || strings.HasPrefix(got.Path, "agents/")) {
 			t.Fatalf("Resolve(%q, write) = %+v: a write to the library or agents/", p, got)
+		}
+		if got.Entry != nil && (got.Entry.Path != got.Path || got.Entry.Type == "symlink") {
+			t.Fatalf("Resolve(%q) = path %q, entry %+v: not the entry at the path, links resolved", p, got.Path, got.Entry)
 		}
 		if got.Library && got.Tree != lib || !got.Library && got.Tree != head {
 			t.Fatalf("Resolve(%q) = %+v: the wrong tree", p, got)

@@ -63,10 +63,14 @@ func readFile(ctx context.Context, t Target, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("open %s: %w", t.Name(), err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, max+1))
-	if err != nil {
+	var buf bytes.Buffer
+	if t.Entry != nil {
+		buf.Grow(int(min(t.Entry.Size, max)) + 1)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(rc, max+1)); err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.Name(), err)
 	}
+	b := buf.Bytes()
 	if int64(len(b)) > max {
 		return nil, fmt.Errorf("read %s: more than the %d bytes its entry says", t.Name(), t.Entry.Size)
 	}

@@ -146,6 +146,7 @@ func Grep(ctx context.Context, env Env, in api.GrepInput) (api.GrepResult, error
 		expr = "(?i)" + expr
 	}
 	re, err := regexp.Compile(expr)
+	whole := wholeText(expr)
 	switch {
 	case in.Pattern == "":
 		out.Error = "empty pattern: want a regular expression (RE2)"
@@ -202,19 +203,13 @@ func Grep(ctx context.Context, env Env, in api.GrepInput) (api.GrepResult, error
 			if isBinary(b) {
 				return nil
 			}
-			s := string(b)
-			for n := 1; s != ""; n++ {
-				line, rest, _ := strings.Cut(s, "\n")
-				s = rest
-				if !re.MatchString(line) {
-					continue
-				}
+			matchLines(re, whole, string(b), func(n int, line string) {
 				results[i].count++
 				if len(results[i].matches) < MaxGrepMatches {
 					text := cutLine(strings.ToValidUTF8(strings.TrimSuffix(line, "\r"), "\uFFFD"))
 					results[i].matches = append(results[i].matches, api.GrepMatch{Path: ft.Name(), Line: n, Text: text})
 				}
-			}
+			})
 			return nil
 		})
 	}
@@ -236,4 +231,68 @@ func Grep(ctx context.Context, env Env, in api.GrepInput) (api.GrepResult, error
 	}
 	out.Truncated = len(out.Matches) < out.Count
 	return out, nil
+}
+
+// wholeText is the expression that finds expr's matching lines in a
+// whole file at once ((?m): ^ and $ at each line), or nil when expr may
+// mean something else there: it sets flags of its own or anchors at the
+// text's ends (\A, \z).
+func wholeText(expr string) *regexp.Regexp {
+	if strings.Contains(expr, "(?") || strings.Contains(expr, `\A`) || strings.Contains(expr, `\z`) {
+		return nil
+	}
+	re, err := regexp.Compile("(?m)" + expr)
+	if err != nil {
+		return nil
+	}
+	return re
+}
+
+// matchLines calls f with each line of s that re matches, and its
+// number. With whole, it searches the rest of s from one line's start at
+// a time and checks with re the line a match starts in, so that the
+// lines are exactly those re matches, without a call per line; the first
+// match whose line re does not match (one spanning lines) turns it to a
+// search line by line for the rest, so that no text is searched twice.
+func matchLines(re, whole *regexp.Regexp, s string, f func(n int, line string)) {
+	byLine := func(s string, n int) {
+		for ; s != ""; n++ {
+			line, rest, _ := strings.Cut(s, "\n")
+			s = rest
+			if re.MatchString(line) {
+				f(n, line)
+			}
+		}
+	}
+	if whole == nil {
+		byLine(s, 1)
+		return
+	}
+	pos, n := 0, 1 // a line's start, and its number
+	for pos < len(s) {
+		loc := whole.FindStringIndex(s[pos:])
+		if loc == nil {
+			return
+		}
+		if start := pos + loc[0]; start > pos {
+			if nl := strings.LastIndexByte(s[pos:start], '\n'); nl >= 0 {
+				n += strings.Count(s[pos:pos+nl+1], "\n")
+				pos += nl + 1
+			}
+		}
+		if pos == len(s) {
+			return // the match is after the last newline: no line there
+		}
+		end := strings.IndexByte(s[pos:], '\n')
+		if end < 0 {
+			end = len(s) - pos
+		}
+		line := s[pos : pos+end]
+		if !re.MatchString(line) {
+			byLine(s[pos:], n)
+			return
+		}
+		f(n, line)
+		pos, n = pos+end+1, n+1
+	}
 }
