@@ -193,7 +193,7 @@ var grantRoutes = []string{"GET /v1/runs/{id}", "POST /v1/runs/{id}/steps", "GET
 // TestAgentGrantLife is issue 13's "Done means" 5 on the real stack: a
 // grant of run A is refused on run B's routes and on every other route
 // of the gateway's public list; a tampered grant is refused; a grant is
-// refused once its run is finished; a grant expires with its agent's
+// refused once its run is finished or cancelled; a grant expires with its agent's
 // limits.run, and the Driver fails that run, cancelling its Bash step.
 func TestAgentGrantLife(t *testing.T) {
 	testenv.RequireContainerd(t)
@@ -330,6 +330,15 @@ func TestAgentGrantLife(t *testing.T) {
 	}
 	if op := b.run(); len(op.Steps) != 0 || op.State != api.RunSucceeded {
 		t.Errorf("run B after its grant was used once finished: %d steps, %s", len(op.Steps), op.State)
+	}
+
+	// And when a person cancels the run.
+	d := owner.newRun(ws, "life")
+	d.ok(api.ToolRead, api.ReadInput{Path: "data/sales.csv"}, nil)
+	owner.must(http.StatusOK, http.MethodPost, "/v1/runs/"+d.id+"/cancel", map[string]any{}, nil)
+	waitFor(t, time.Minute, "run "+d.id+" cancelled", func() bool { return d.run().State == api.RunCancelled })
+	if code, ans := d.call(api.ToolRead, api.ReadInput{Path: "data/sales.csv"}); code != http.StatusUnauthorized && code != http.StatusForbidden {
+		t.Errorf("a tool call with the grant of a cancelled run = %d %.200s, want 401 or 403", code, ans)
 	}
 
 	// A grant expires with limits.run; the Driver fails the run and
