@@ -143,13 +143,13 @@ func TestAgentGrantMatrix(t *testing.T) {
 
 	// An agent that edits its own file to grant itself Bash.
 	self := "self-editor"
-	tools := []string{api.ToolRead, api.ToolEdit, api.ToolWrite}
+	tools := []string{api.ToolRead, api.ToolEdit, api.ToolWrite, api.ToolProposeChange, api.ToolApplyChange}
 	r = startAgent(t, owner, ws, self, tools)
 	own := "agents/" + self + ".md"
 	_, before, _ := owner.getFile(ws, own, "")
 	var read api.ReadResult
 	r.ok(api.ToolRead, api.ReadInput{Path: own}, &read)
-	if !strings.Contains(read.Content, "tools: [Read, Edit, Write]") {
+	if !strings.Contains(read.Content, "tools: [Read, Edit, Write, ProposeChange, ApplyChange]") {
 		t.Errorf("Read %s = %q, want the file with its tools", own, read.Content)
 	}
 	more := string(agentFile(self, append(slices.Clone(tools), api.ToolBash)))
@@ -158,8 +158,11 @@ func TestAgentGrantMatrix(t *testing.T) {
 		input  any
 		reason string // "" when either refusal will do
 	}{
-		{api.ToolEdit, api.EditInput{Path: own, OldString: "tools: [Read, Edit, Write]", NewString: "tools: [Read, Edit, Write, Bash]"}, api.RefusedReadOnly},
-		{api.ToolEdit, api.EditInput{Path: "/workspace/" + own, OldString: "Edit, Write]", NewString: "Edit, Write, Bash]"}, api.RefusedReadOnly},
+		{api.ToolEdit, api.EditInput{Path: own, OldString: "tools: [Read, Edit, Write,", NewString: "tools: [Read, Edit, Write, Bash,"}, api.RefusedReadOnly},
+		{api.ToolEdit, api.EditInput{Path: "/workspace/" + own, OldString: "Edit, Write,", NewString: "Edit, Write, Bash,"}, api.RefusedReadOnly},
+		{api.ToolProposeChange, api.ProposeChangeInput{Files: []api.ProposedFile{{Path: own, Content: more}}}, api.RefusedReadOnly},
+		{api.ToolProposeChange, api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "notes.txt", Content: "x\n"}, {Path: "agents/other.md", Content: more}}}, api.RefusedReadOnly},
+		{api.ToolProposeChange, api.ProposeChangeInput{Patch: "--- a/" + own + "\n+++ b/" + own + "\n@@ -4 +4 @@\n-" + toolsLine(tools) + "\n+" + toolsLine(append(slices.Clone(tools), api.ToolBash)) + "\n"}, ""},
 		{api.ToolWrite, api.WriteInput{Path: own, Content: more}, api.RefusedReadOnly},
 		{api.ToolWrite, api.WriteInput{Path: "agents/other.md", Content: more}, api.RefusedReadOnly},
 		{api.ToolWrite, api.WriteInput{Path: "agents/" + self + "/x.md", Content: more}, api.RefusedReadOnly},
@@ -187,6 +190,9 @@ func TestAgentGrantMatrix(t *testing.T) {
 		t.Errorf("a new run of %s holds %v, want %v", self, got, tools)
 	}
 }
+
+// toolsLine is the tools line of agentFile.
+func toolsLine(tools []string) string { return "tools: [" + strings.Join(tools, ", ") + "]" }
 
 // exitText is an exit code for messages.
 func exitText(code *int) string {
