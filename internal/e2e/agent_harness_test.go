@@ -66,8 +66,10 @@ type agentRun struct {
 	id    string
 	ws    string
 	token string
-	// calls counts the tool calls made, refusals those refused.
+	// calls counts the tool calls made, refusals those refused; seen is
+	// each refusal as its 403 said it, in order.
 	calls, refusals int
+	seen            []toolError
 }
 
 // startAgent plants agents/NAME.md (tools, more front matter) in ws and
@@ -164,6 +166,7 @@ func (r *agentRun) refused(what string, code int, b []byte) toolError {
 		return toolError{}
 	}
 	r.refusals++
+	r.seen = append(r.seen, e.Error)
 	return e.Error
 }
 
@@ -323,6 +326,22 @@ func (r *agentRun) checkRefusals() []api.RunEvent {
 	r.t.Logf("run %s: %d calls, %d refused, %d refusal events, the run counts %d", r.id, r.calls, r.refusals, len(rs), op.Refusals)
 	if len(rs) != r.refusals {
 		r.t.Errorf("run %s has %d refusal events, want %d", r.id, len(rs), r.refusals)
+		return rs
+	}
+	// Each event is its call's refusal, in order, with its path and
+	// suggestion (a long path kept by its first bytes).
+	for i, e := range rs {
+		want := r.seen[i]
+		got := e.Refusal
+		if got == nil {
+			r.t.Errorf("refusal event %d has no refusal", e.Seq)
+			continue
+		}
+		samePath := got.Path == want.Path || len(want.Path) > 200 && len(got.Path) >= 64 && strings.HasPrefix(want.Path, got.Path[:64])
+		if !samePath || got.DidYouMean != want.DidYouMean || want.Reason != "" && got.Reason != want.Reason {
+			r.t.Errorf("refusal event %d %+v, want the refusal of call %d: reason %q, path %q, did_you_mean %q",
+				e.Seq, *got, i+1, want.Reason, short(want.Path), want.DidYouMean)
+		}
 	}
 	return rs
 }
