@@ -301,10 +301,25 @@ func TestAgentConfinement(t *testing.T) {
 
 	// Symlinks planted by a real Bash step (the agent writes, so its
 	// workspace is writable): two out of the workspace, which the node
-	// leaves out of the revision, and two inside, which stay.
+	// leaves out of the revision (saying so), and two inside, which stay.
+	// Paths that climb out through either kind are refused; the paths of
+	// the links left out name nothing, so reading them is a failed call
+	// (no such file), not a refusal, and is not counted as one.
 	st, res := r.bash("cd /workspace && ln -s /etc/passwd out && ln -s ../../.. up && ln -s data inlink && ln -s .. data/parent && ls -l")
 	if st.State != "exited" || st.ExitCode == nil || *st.ExitCode != 0 || st.Revision == "" {
 		t.Fatalf("the symlink step %+v (answer %+v), want exited 0 with a revision", st, res)
+	}
+	// The node says which it left out.
+	var dropped []string
+	for _, e := range st.Events {
+		if e.Warning != nil && e.Warning.Cause == api.WarningWorkspacePathsDropped {
+			dropped = append(dropped, e.Warning.Paths...)
+		}
+	}
+	for _, p := range []string{"out -> /etc/passwd", "up -> ../../.."} {
+		if !slices.Contains(dropped, p) {
+			t.Errorf("the symlink step's dropped paths %q, want %q among them", dropped, p)
+		}
 	}
 	links := map[string]string{}
 	for _, e := range owner.tree(ws, "") {
