@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,8 +22,10 @@ import (
 // TestAgentReconstruct is issue 13's "Done means" 4 on the real stack: a
 // run that writes with Write and Edit, a Bash step and an (ungated)
 // ProposeChange and ApplyChange; its events, read page by page, are
-// replayed into a fresh workspace through the public files API, and the
-// replay's tree is the run's last one, path by path, digest and mode.
+// replayed into a fresh workspace through the public API (files by the
+// files routes, links by a run's step, as the files API makes none), and
+// the replay's tree is the run's last one, path by path, digest, mode and
+// link target.
 func TestAgentReconstruct(t *testing.T) {
 	testenv.RequireContainerd(t)
 	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
@@ -43,7 +46,7 @@ func TestAgentReconstruct(t *testing.T) {
 	var edit api.EditResult
 	r.ok(api.ToolEdit, api.EditInput{Path: "a.txt", OldString: "two", NewString: "three"}, &edit)
 	made = append(made, edit.Revision)
-	st, res := r.bash("cd /workspace && echo bash > bash.txt && chmod 755 run.sh && rm keep.txt && mkdir -p deep/er && echo x > deep/er/f.txt && sed -i s/one/uno/ a.txt")
+	st, res := r.bash("cd /workspace && echo bash > bash.txt && chmod 755 run.sh && rm keep.txt && mkdir -p deep/er && echo x > deep/er/f.txt && sed -i s/one/uno/ a.txt && ln -s a.txt link-to-a && ln -s ../../data deep/er/data")
 	if st.State != "exited" || st.ExitCode == nil || *st.ExitCode != 0 || st.Revision == "" {
 		t.Fatalf("the Bash step %+v (answer %+v), want exited 0 with a revision", st, res)
 	}
@@ -118,18 +121,37 @@ func TestAgentReconstruct(t *testing.T) {
 		}
 	}
 	for _, e := range revs {
+		// The files API makes no symlink: a run's step in the replay
+		// makes an event's links (ln -s, nothing else).
+		var links []string
 		for _, ch := range e.Changes {
 			switch {
 			case ch.Deleted:
 				owner.must(http.StatusOK, http.MethodDelete, "/v1/workspaces/"+fresh.ID+"/files/"+ch.Path, nil, nil)
 			case ch.Type == "symlink":
-				t.Fatalf("revision event %d changes symlink %s: the public files API cannot make one", e.Seq, ch.Path)
+				links = append(links, "mkdir -p \"$(dirname '"+ch.Path+"')\" && ln -sfn '"+ch.Target+"' '"+ch.Path+"'")
 			default:
 				copyFile(t, owner, ws, e.Revision, fresh.ID, ch)
 			}
 		}
+		if len(links) > 0 {
+			op := owner.startRun(fresh.ID, map[string]any{"image": "base", "cpu": 0.5, "memory": "128Mi",
+				"args": []string{"sh", "-c", "cd /workspace && " + strings.Join(links, " && ")}})
+			if done := owner.waitRun(op.ID, 2*time.Minute); done.State != api.RunSucceeded {
+				t.Fatalf("the replay's symlink step %+v, want succeeded", done)
+			}
+		}
 	}
 	want, replayed := owner.tree(ws, ""), owner.tree(fresh.ID, "")
+	links := map[string]string{}
+	for _, e := range want {
+		if e.Type == "symlink" {
+			links[e.Path] = e.Target
+		}
+	}
+	if w := map[string]string{"link-to-a": "a.txt", "deep/er/data": "../../data"}; !reflect.DeepEqual(links, w) {
+		t.Errorf("the run's last tree has links %v, want the Bash step's %v", links, w)
+	}
 	if !slices.EqualFunc(want, replayed, sameEntry) {
 		t.Errorf("replayed tree:\n%s\nwant the run's last tree:\n%s", treeText(replayed), treeText(want))
 	}
