@@ -51,6 +51,15 @@ func TestAgentReconstruct(t *testing.T) {
 		t.Fatalf("the Bash step %+v (answer %+v), want exited 0 with a revision", st, res)
 	}
 	made = append(made, st.Revision)
+	// The Driver records a Bash step's revision when it settles the step.
+	waitFor(t, time.Minute, "the Bash step's revision event", func() bool {
+		for _, e := range r.events(owner) {
+			if e.Kind == api.RunEventRevision && e.Revision == st.Revision {
+				return true
+			}
+		}
+		return false
+	})
 	// Two proposals (a deletion is a proposal of its own), each applied.
 	for _, files := range [][]api.ProposedFile{
 		{{Path: "proposed.txt", Content: "proposed\n"}, {Path: "bash.txt", Content: "changed by the proposal\n"}},
