@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -355,5 +354,3 @@ func (r *agentRun) finish() api.Operation {
 	}
 	return r.run()
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -36,8 +36,10 @@ var validInputs = map[string]any{
 // for each tool, an agent whose file lacks it is refused that tool
 // whatever the body says (403 refused, the step refused, counted, a
 // refusal event), and nothing changes; a Bash step of an agent with no
-// writing tool cannot change the workspace; an Edit or Write of the
-// agent's own file (to grant itself more) is refused read_only.
+// writing tool cannot change the workspace (its Bash step fails: the
+// workspace is mounted read-only); an Edit, Write or ProposeChange of the
+// agent's own file (to grant itself more) or of any file under agents/ is
+// refused read_only, and a new run of the agent holds what it held.
 func TestAgentGrantMatrix(t *testing.T) {
 	testenv.RequireContainerd(t)
 	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
