@@ -66,6 +66,10 @@ func (g *Gateway) bashCall(c *call, run runRecord, index int, wait time.Duration
 			// pass.
 			if adv, err := g.driver.advance(c.ctx, id); err == nil {
 				run = adv
+				// Another driver may have ended it: the answer comes once
+				// the events it reserved are written, so that a caller
+				// reads them all.
+				g.awaitEvents(c.ctx, &run)
 			} else {
 				g.log.Warn("advance run after a Bash step ended", "run", id, "error", err)
 			}
@@ -236,4 +240,28 @@ func tailOf(buf []byte, truncated bool) (string, bool) {
 		}
 	}
 	return string(buf), truncated
+}
+
+// eventsWait bounds how long an answer waits for the events its run
+// reserved to be written.
+const eventsWait = 2 * time.Second
+
+// awaitEvents waits, at most eventsWait, until the last event run
+// reserved is written (events are written in order, after the run).
+func (g *Gateway) awaitEvents(ctx context.Context, run *runRecord) {
+	if run.Agent == nil || run.Agent.Events == 0 {
+		return
+	}
+	deadline := time.Now().Add(eventsWait)
+	for {
+		_, err := g.store.GetRecord(ctx, kindRunEvent, eventID(run.ID, run.Agent.Events))
+		if err == nil || !IsNotFound(err) || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
