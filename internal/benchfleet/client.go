@@ -149,6 +149,14 @@ func APIKey(ctx context.Context, site string, tlsConf *tls.Config, email, passwo
 	return c, nil
 }
 
+// WithBearer is a client of the same gateway that sends token as its
+// credential (an API key, or a run's grant) and no cookie.
+func (c *Client) WithBearer(token string) *Client {
+	k := NewClient(c.site, c.tls)
+	k.bearer = token
+	return k
+}
+
 // Operation is the part of a run (an Operation) the benchmark reads.
 type Operation struct {
 	ID    string `json:"id"`

@@ -37,6 +37,9 @@ type Options struct {
 	// SchedulerArgs, AgentArgs and GatewayArgs are appended to the
 	// arguments of `scheduler serve`, `agentd serve` and `gateway serve`.
 	SchedulerArgs, AgentArgs, GatewayArgs []string
+	// NoNode starts no agentd: a fleet of the scheduler (and its blob
+	// store) and the gateway, for benchmarks of what needs no sandbox.
+	NoNode bool
 }
 
 // NodeID is the node id of a fleet started with o in mode.
@@ -58,8 +61,9 @@ var (
 	GatewayID = pki.Identity{Role: pki.RoleGateway, Name: "bench"}
 )
 
-// Fleet is one scheduler member, one agentd and one gateway on loopback
-// in one mode, all keeping their data under Dir.
+// Fleet is one scheduler member, one agentd (none with Options.NoNode)
+// and one gateway on loopback in one mode, all keeping their data under
+// Dir.
 type Fleet struct {
 	Bin      string // directory of the binaries
 	Mode     benchtls.Mode
@@ -92,6 +96,9 @@ func Start(ctx context.Context, binDir string, mode benchtls.Mode, o Options) (*
 		return nil, err
 	}
 	f := &Fleet{Bin: binDir, Mode: mode, Dir: dir, NodeID: o.NodeID(mode), AgentDir: filepath.Join(dir, "agent")}
+	if o.NoNode {
+		f.AgentDir = ""
+	}
 	addrs := make([]string, 4)
 	for i := range addrs {
 		if addrs[i], err = freeAddr(); err != nil {
@@ -128,14 +135,7 @@ func Start(ctx context.Context, binDir string, mode benchtls.Mode, o Options) (*
 		return f, err
 	}
 
-	if err := f.start("agentd", "agentd", join([]string{"serve", "--scheduler", f.SchedURL, "--node-id", f.NodeID,
-		"--data-dir", f.AgentDir, "--listen", agentAddr, "--heartbeat", "500ms", "--network", "none"}, mode.Flags(), o.AgentArgs)...); err != nil {
-		return f, err
-	}
-	if err := WaitFor(ctx, 60*time.Second, "node "+f.NodeID+" to be ready", func() bool {
-		n, err := f.Sched.Node(ctx, f.NodeID)
-		return err == nil && n.State == "ready"
-	}); err != nil {
+	if err := f.startNode(ctx, agentAddr, o); err != nil {
 		return f, err
 	}
 
@@ -157,6 +157,23 @@ func Start(ctx context.Context, binDir string, mode benchtls.Mode, o Options) (*
 		return resp.StatusCode == http.StatusOK
 	})
 	return f, err
+}
+
+// startNode starts agentd on agentAddr and waits until its node is
+// ready; with o.NoNode it does nothing.
+func (f *Fleet) startNode(ctx context.Context, agentAddr string, o Options) error {
+	if o.NoNode {
+		return nil
+	}
+	mode := f.Mode
+	if err := f.start("agentd", "agentd", join([]string{"serve", "--scheduler", f.SchedURL, "--node-id", f.NodeID,
+		"--data-dir", f.AgentDir, "--listen", agentAddr, "--heartbeat", "500ms", "--network", "none"}, mode.Flags(), o.AgentArgs)...); err != nil {
+		return err
+	}
+	return WaitFor(ctx, 60*time.Second, "node "+f.NodeID+" to be ready", func() bool {
+		n, err := f.Sched.Node(ctx, f.NodeID)
+		return err == nil && n.State == "ready"
+	})
 }
 
 // join is the arguments of a command line, in order, in a new slice.
