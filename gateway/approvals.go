@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/rodon-compute/rodon/api"
@@ -106,6 +107,7 @@ func (g *Gateway) decide(c *call, approve bool) error {
 		if approve {
 			r.Agent.Approved = prop.ID
 		}
+		settleAwaitingSteps(r, prop.ID, approve, actor, prop.Reason)
 		return []api.RunEvent{ev}, nil
 	})
 	if err != nil {
@@ -134,3 +136,23 @@ func orNothing(s string) string {
 
 func (g *Gateway) handleApprove(c *call) error { return g.decide(c, true) }
 func (g *Gateway) handleReject(c *call) error  { return g.decide(c, false) }
+
+// settleAwaitingSteps ends the wait of the steps that paused run on
+// proposal id: once a person decided, such a step no longer awaits
+// anything. An approved one is done (the next step applies the
+// proposal); a rejected one failed, with the reason.
+func settleAwaitingSteps(run *runRecord, id string, approved bool, by api.Actor, reason string) {
+	for i := range run.Steps {
+		s := &run.Steps[i]
+		if s.Tool == nil || s.Tool.Proposal != id || s.View == nil || s.View.State != api.StepAwaitingApproval {
+			continue
+		}
+		if approved {
+			s.View.State = api.StepDone
+			s.Tool.Summary = truncateUTF8(fmt.Sprintf("approved by %s %s: the next step may apply %s", by.Kind, by.ID, id), maxSummary)
+		} else {
+			s.View.State = api.StepFailed
+			s.Tool.Summary = truncateUTF8(fmt.Sprintf("rejected by %s %s: %s", by.Kind, by.ID, reason), maxSummary)
+		}
+	}
+}

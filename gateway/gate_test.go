@@ -358,6 +358,10 @@ func TestGateThroughTheAPI(t *testing.T) {
 	if op.State != api.RunRunning {
 		t.Errorf("run after approval: %s, want running", op.State)
 	}
+	// The call that paused the run no longer awaits anything.
+	if st := op.Steps[ans.Step.Index]; st.State != api.StepDone || st.Tool == nil || !strings.Contains(st.Tool.Summary, "approved by") {
+		t.Errorf("the paused ApplyChange step after approval: %s %+v, want done, approved by the editor", st.State, st.Tool)
+	}
 	// The next step applies it, once.
 	var applied api.ApplyChangeResult
 	f.toolAnswer(run, api.ToolApplyChange, body, 200, &applied)
