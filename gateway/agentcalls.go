@@ -411,63 +411,42 @@ func (g *Gateway) runTool(ctx context.Context, t *toolCall, tool string, in any)
 	case api.ToolRead:
 		var res api.ReadResult
 		res, err = tools.Read(ctx, t.env, in.(api.ReadInput))
-		o.result, o.read = res, res.Revision
-		o.summary = fmt.Sprintf("read %d of %d lines of %s", strings.Count(res.Content, "\n"), res.Lines, res.Path)
-		if res.Error != "" {
-			o.failed, o.summary = true, res.Error
-		}
+		o.read = res.Revision
+		o.set(res, res.Error, fmt.Sprintf("read %d of %d lines of %s", strings.Count(res.Content, "\n"), res.Lines, res.Path))
 	case api.ToolGlob:
 		var res api.GlobResult
 		res, err = tools.Glob(ctx, t.env, in.(api.GlobInput))
-		o.result, o.read = res, res.Revision
-		o.summary = fmt.Sprintf("%d paths match %s", len(res.Paths), in.(api.GlobInput).Pattern)
-		if res.Error != "" {
-			o.failed, o.summary = true, res.Error
-		}
+		o.read = res.Revision
+		o.set(res, res.Error, fmt.Sprintf("%d paths match %s", len(res.Paths), in.(api.GlobInput).Pattern))
 	case api.ToolGrep:
 		var res api.GrepResult
 		res, err = tools.Grep(ctx, t.env, in.(api.GrepInput))
-		o.result, o.read = res, res.Revision
-		o.summary = fmt.Sprintf("%d matches in %d files", res.Count, res.Files)
-		if res.Error != "" {
-			o.failed, o.summary = true, res.Error
-		}
+		o.read = res.Revision
+		o.set(res, res.Error, fmt.Sprintf("%d matches in %d files", res.Count, res.Files))
 	case api.ToolWrite:
 		var res api.WriteResult
 		res, err = tools.Write(ctx, t.env, in.(api.WriteInput))
-		o.result, o.revision = res, res.Revision
-		o.summary = fmt.Sprintf("wrote %d bytes to %s", res.Bytes, res.Path)
-		if res.Error != "" {
-			o.failed, o.summary = true, res.Error
-		}
+		o.revision = res.Revision
+		o.set(res, res.Error, fmt.Sprintf("wrote %d bytes to %s", res.Bytes, res.Path))
 	case api.ToolEdit:
 		var res api.EditResult
 		res, err = tools.Edit(ctx, t.env, in.(api.EditInput))
-		o.result, o.revision = res, res.Revision
-		o.summary = fmt.Sprintf("%d replacements in %s", res.Replacements, res.Path)
-		if res.Error != "" {
-			o.failed, o.summary = true, res.Error
-		}
+		o.revision = res.Revision
+		o.set(res, res.Error, fmt.Sprintf("%d replacements in %s", res.Replacements, res.Path))
 	case api.ToolProposeChange:
 		var res api.ProposeChangeResult
 		res, err = g.toolPropose(ctx, t, in.(api.ProposeChangeInput))
-		o.result, o.proposal, o.read = res, res.Proposal, res.Base
-		o.summary = fmt.Sprintf("proposed %s from %s", res.Proposal, res.Base)
-		if res.Error != "" {
-			o.failed, o.summary = true, res.Error
-		}
+		o.proposal, o.read = res.Proposal, res.Base
+		o.set(res, res.Error, fmt.Sprintf("proposed %s from %s", res.Proposal, res.Base))
 	case api.ToolApplyChange:
 		var res api.ApplyChangeResult
-		var awaiting bool
-		res, awaiting, err = g.toolApply(ctx, t, in.(api.ApplyChangeInput))
-		o.result, o.proposal, o.revision, o.awaiting = res, in.(api.ApplyChangeInput).Proposal, res.Revision, awaiting
-		o.summary = fmt.Sprintf("applied %s", o.proposal)
-		if awaiting {
-			o.summary = fmt.Sprintf("%s awaits a person's approval", o.proposal)
+		res, o.awaiting, err = g.toolApply(ctx, t, in.(api.ApplyChangeInput))
+		o.proposal, o.revision = in.(api.ApplyChangeInput).Proposal, res.Revision
+		summary := fmt.Sprintf("applied %s", o.proposal)
+		if o.awaiting {
+			summary = fmt.Sprintf("%s awaits a person's approval", o.proposal)
 		}
-		if res.Error != "" {
-			o.failed, o.summary = true, res.Error
-		}
+		o.set(res, res.Error, summary)
 	default:
 		err = fmt.Errorf("tool %s is not a file tool", tool)
 	}
@@ -475,9 +454,18 @@ func (g *Gateway) runTool(ctx context.Context, t *toolCall, tool string, in any)
 	switch {
 	case errors.As(err, &r):
 		ref := r.Refusal
-		o.refusal, o.result, o.revision = &ref, nil, ""
+		o.refusal, o.result, o.revision, o.summary = &ref, nil, "", "refused: "+ref.Message
 	case err != nil:
 		o.err, o.result, o.revision = err, nil, ""
 	}
 	return o
+}
+
+// set records a file tool's result: its summary, or, when the tool
+// could not do what was asked, its failure (errText) as the summary.
+func (o *toolOutcome) set(res any, errText, summary string) {
+	o.result, o.summary = res, summary
+	if errText != "" {
+		o.failed, o.summary = true, errText
+	}
 }

@@ -287,6 +287,9 @@ func TestAgentRefusals(t *testing.T) {
 	if r := op.Steps[0].Tool.Refusal; r == nil || r.Reason != api.RefusedTool || !strings.Contains(r.Message, "Write") {
 		t.Errorf("step 0 refusal = %+v, want tool_not_granted naming Write", r)
 	}
+	if s := op.Steps[5].Tool; !strings.HasPrefix(s.Summary, "refused: ") {
+		t.Errorf("the last refused step's summary = %q, want its refusal", s.Summary)
+	}
 	evs := f.events(rc.ID, 100)
 	if got := eventKinds(evs); got != "run_created refusal refusal refusal refusal refusal refusal" {
 		t.Errorf("events = %s, want run_created and 6 refusals", got)

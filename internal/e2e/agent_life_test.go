@@ -60,10 +60,11 @@ func TestAgentReconstruct(t *testing.T) {
 		}
 		return false
 	})
-	// Two proposals (a deletion is a proposal of its own), each applied.
+	// Two proposals, each applied: two files, then a deletion with a new
+	// file (one revision).
 	for _, files := range [][]api.ProposedFile{
 		{{Path: "proposed.txt", Content: "proposed\n"}, {Path: "bash.txt", Content: "changed by the proposal\n"}},
-		{{Path: "data/b.csv", Delete: true}},
+		{{Path: "data/b.csv", Delete: true}, {Path: "data/c.csv", Content: "c\n1\n"}},
 	} {
 		before := owner.head(ws).ID
 		var prop api.ProposeChangeResult
