@@ -11,14 +11,19 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
-// python3 is the interpreter agent.py runs with; a test without one
-// skips, saying so.
+// python3 is the interpreter agent.py runs with (scripts/install-deps
+// installs it). A test without one skips, saying so, but under CI=true,
+// where a missing component is a failure.
 func python3(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("python3")
-	if err != nil {
+	switch {
+	case err != nil && testenv.InCI():
+		t.Fatal("python3 is not installed (scripts/install-deps installs it): agent.py cannot run")
+	case err != nil:
 		t.Skip("python3 is not installed: agent.py cannot run")
 	}
 	return p
