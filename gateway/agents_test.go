@@ -209,6 +209,12 @@ func TestAgentFileTools(t *testing.T) {
 		if err != nil || r.Author != (api.Author{Kind: api.AuthorStep, ID: step}) {
 			t.Errorf("revision %s = %+v, %v, want authored by step %s", rev, r.Author, err, step)
 		}
+		// The gateway's answer names the step's run.
+		var pub api.Revision
+		f.do("viewer", "GET", "/v1/workspaces/"+wsMain+"/revisions/"+rev, "", 200, &pub)
+		if pub.Run != rc.ID {
+			t.Errorf("GET revision %s: run %q, want %s", rev, pub.Run, rc.ID)
+		}
 	}
 	op := f.getRun(rc.ID)
 	if got, want := stepStates(op), "done done done done done failed"; got != want || op.State != api.RunRunning {

@@ -190,6 +190,11 @@ func (g *Gateway) fromScheduler(ctx context.Context, err error) error {
 func (g *Gateway) publicRevision(ctx context.Context, rev api.Revision) api.Revision {
 	if rev.Author.Kind == api.AuthorStep {
 		rev.Message = Scrub(rev.Message, g.nodes.known(ctx)...)
+		// A step of a run the gateway drove names its run (its id is
+		// the run's and its index); other steps (schedctl's) name none.
+		if run, _, err := parseStepID(rev.Author.ID); err == nil && rev.Run == "" {
+			rev.Run = run
+		}
 	}
 	return rev
 }
