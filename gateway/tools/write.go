@@ -60,17 +60,39 @@ func failed(err error, msg *string) bool {
 	return false
 }
 
+// writeTarget reads the head and confines p in it as a write.
+func writeTarget(ctx context.Context, env Env, p string) (Tree, *index, Target, error) {
+	head, err := env.Workspace.Head(ctx)
+	if err != nil {
+		return nil, nil, Target{}, fmt.Errorf("read the workspace head: %w", err)
+	}
+	ix := indexOf(head)
+	t, err := resolve(head, ix, nil, p, true)
+	if err != nil {
+		return nil, nil, Target{}, refusalOrErr(err)
+	}
+	return head, ix, t, nil
+}
+
+// commitWrite commits content as t's and answers the revision made; a
+// failure the model should read (a conflict) is set in *errText instead.
+func commitWrite(ctx context.Context, env Env, head Tree, t Target, content []byte, message string, errText *string) (string, error) {
+	rev, err := commit(ctx, env, head, t, content, message)
+	if failed(err, errText) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return rev.ID, nil
+}
+
 // Write writes a file (made, or replaced whole) as one revision.
 func Write(ctx context.Context, env Env, in api.WriteInput) (api.WriteResult, error) {
 	out := api.WriteResult{Path: in.Path}
-	head, err := env.Workspace.Head(ctx)
+	head, ix, t, err := writeTarget(ctx, env, in.Path)
 	if err != nil {
-		return out, fmt.Errorf("read the workspace head: %w", err)
-	}
-	ix := indexOf(head)
-	t, err := resolve(head, ix, nil, in.Path, true)
-	if err != nil {
-		return out, refusalOrErr(err)
+		return out, err
 	}
 	out.Path = t.Name()
 	if msg := writable(ix, t); msg != "" {
@@ -81,14 +103,11 @@ func Write(ctx context.Context, env Env, in api.WriteInput) (api.WriteResult, er
 		out.Error = fmt.Sprintf("content of %s is more than the %s a tool writes; write it with Bash", size.Format(int64(len(in.Content))), size.Format(MaxFileBytes))
 		return out, nil
 	}
-	rev, err := commit(ctx, env, head, t, []byte(in.Content), "Write "+t.Name())
-	if failed(err, &out.Error) {
-		return out, nil
-	}
-	if err != nil {
+	rev, err := commitWrite(ctx, env, head, t, []byte(in.Content), "Write "+t.Name(), &out.Error)
+	if err != nil || out.Error != "" {
 		return out, err
 	}
-	out.Bytes, out.Revision = int64(len(in.Content)), rev.ID
+	out.Bytes, out.Revision = int64(len(in.Content)), rev
 	return out, nil
 }
 
@@ -96,14 +115,9 @@ func Write(ctx context.Context, env Env, in api.WriteInput) (api.WriteResult, er
 // old_string must occur exactly once unless ReplaceAll.
 func Edit(ctx context.Context, env Env, in api.EditInput) (api.EditResult, error) {
 	out := api.EditResult{Path: in.Path}
-	head, err := env.Workspace.Head(ctx)
+	head, ix, t, err := writeTarget(ctx, env, in.Path)
 	if err != nil {
-		return out, fmt.Errorf("read the workspace head: %w", err)
-	}
-	ix := indexOf(head)
-	t, err := resolve(head, ix, nil, in.Path, true)
-	if err != nil {
-		return out, refusalOrErr(err)
+		return out, err
 	}
 	out.Path = t.Name()
 	if msg := fileFailure(ix, t, in.Path, MaxFileBytes); msg != "" {
@@ -141,13 +155,10 @@ func Edit(ctx context.Context, env Env, in api.EditInput) (api.EditResult, error
 		out.Error = fmt.Sprintf("the edited file would be %s, more than the %s a tool writes", size.Format(int64(len(s))), size.Format(MaxFileBytes))
 		return out, nil
 	}
-	rev, err := commit(ctx, env, head, t, []byte(s), "Edit "+t.Name())
-	if failed(err, &out.Error) {
-		return out, nil
-	}
-	if err != nil {
+	rev, err := commitWrite(ctx, env, head, t, []byte(s), "Edit "+t.Name(), &out.Error)
+	if err != nil || out.Error != "" {
 		return out, err
 	}
-	out.Replacements, out.Revision = n, rev.ID
+	out.Replacements, out.Revision = n, rev
 	return out, nil
 }
