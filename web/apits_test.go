@@ -28,39 +28,50 @@ import (
 // (not JSON of the gateway), which are not read.
 var tsContract = map[string]map[string]reflect.Type{
 	"src/api.ts": {
-		"Account":        reflect.TypeFor[api.Account](),
-		"Me":             reflect.TypeFor[api.Me](),
-		"SignInAnswer":   reflect.TypeFor[api.SignInAnswer](),
-		"Workspace":      reflect.TypeFor[api.Workspace](),
-		"PhaseName":      reflect.TypeFor[string](),
-		"Phases":         reflect.TypeFor[api.Phases](),
-		"Cancel":         reflect.TypeFor[api.Cancel](),
-		"StepEvent":      reflect.TypeFor[api.Event](),
-		"FilesChanged":   reflect.TypeFor[api.FilesChanged](),
-		"RunStep":        reflect.TypeFor[api.RunStep](),
-		"Operation":      reflect.TypeFor[api.Operation](),
-		"StepSpec":       reflect.TypeFor[api.StepSpec](),
-		"EgressPayload":  reflect.TypeFor[api.Egress](),
-		"ExitPayload":    reflect.TypeFor[api.ExitEvent](),
-		"OutputPayload":  reflect.TypeFor[api.Output](),
-		"Author":         reflect.TypeFor[api.Author](),
-		"Revision":       reflect.TypeFor[api.Revision](),
-		"TreeEntry":      reflect.TypeFor[api.TreeEntry](),
-		"WorkspaceDiff":  reflect.TypeFor[api.WorkspaceDiff](),
-		"FileDiff":       reflect.TypeFor[api.FileDiff](),
-		"RestoreRequest": reflect.TypeFor[api.RestoreRequest](),
-		"UploadRequest":  reflect.TypeFor[api.UploadRequest](),
-		"UploadFile":     reflect.TypeFor[api.UploadFile](),
-		"UploadResponse": reflect.TypeFor[api.UploadResponse](),
-		"RunAgent":       reflect.TypeFor[api.RunAgent](),
-		"AgentLimits":    reflect.TypeFor[api.AgentLimits](),
-		"Refusal":        reflect.TypeFor[api.Refusal](),
-		"ToolStep":       reflect.TypeFor[api.ToolStep](),
-		"ProposedFile":   reflect.TypeFor[api.ProposedFile](),
-		"Proposal":       reflect.TypeFor[api.Proposal](),
-		"ApproveRequest": reflect.TypeFor[api.ApproveRequest](),
-		"RunEvent":       reflect.TypeFor[api.RunEvent](),
-		"EventChange":    reflect.TypeFor[api.EventChange](),
+		"Account":              reflect.TypeFor[api.Account](),
+		"Me":                   reflect.TypeFor[api.Me](),
+		"SignInAnswer":         reflect.TypeFor[api.SignInAnswer](),
+		"Workspace":            reflect.TypeFor[api.Workspace](),
+		"Tenant":               reflect.TypeFor[api.Tenant](),
+		"SwitchAccountRequest": reflect.TypeFor[api.SwitchAccountRequest](),
+		"CreateMemberRequest":  reflect.TypeFor[api.CreateMemberRequest](),
+		"UpdateMemberRequest":  reflect.TypeFor[api.UpdateMemberRequest](),
+		"Key":                  reflect.TypeFor[api.Key](),
+		"CreateKeyRequest":     reflect.TypeFor[api.CreateKeyRequest](),
+		"CreateKeyAnswer":      reflect.TypeFor[api.CreateKeyAnswer](),
+		"Secret":               reflect.TypeFor[api.Secret](),
+		"PutSecretRequest":     reflect.TypeFor[api.PutSecretRequest](),
+		"AuditEntry":           reflect.TypeFor[api.AuditEntry](),
+		"AuditDocument":        reflect.TypeFor[api.AuditDocument](),
+		"PhaseName":            reflect.TypeFor[string](),
+		"Phases":               reflect.TypeFor[api.Phases](),
+		"Cancel":               reflect.TypeFor[api.Cancel](),
+		"StepEvent":            reflect.TypeFor[api.Event](),
+		"FilesChanged":         reflect.TypeFor[api.FilesChanged](),
+		"RunStep":              reflect.TypeFor[api.RunStep](),
+		"Operation":            reflect.TypeFor[api.Operation](),
+		"StepSpec":             reflect.TypeFor[api.StepSpec](),
+		"EgressPayload":        reflect.TypeFor[api.Egress](),
+		"ExitPayload":          reflect.TypeFor[api.ExitEvent](),
+		"OutputPayload":        reflect.TypeFor[api.Output](),
+		"Author":               reflect.TypeFor[api.Author](),
+		"Revision":             reflect.TypeFor[api.Revision](),
+		"TreeEntry":            reflect.TypeFor[api.TreeEntry](),
+		"WorkspaceDiff":        reflect.TypeFor[api.WorkspaceDiff](),
+		"FileDiff":             reflect.TypeFor[api.FileDiff](),
+		"RestoreRequest":       reflect.TypeFor[api.RestoreRequest](),
+		"UploadRequest":        reflect.TypeFor[api.UploadRequest](),
+		"UploadFile":           reflect.TypeFor[api.UploadFile](),
+		"UploadResponse":       reflect.TypeFor[api.UploadResponse](),
+		"RunAgent":             reflect.TypeFor[api.RunAgent](),
+		"AgentLimits":          reflect.TypeFor[api.AgentLimits](),
+		"Refusal":              reflect.TypeFor[api.Refusal](),
+		"ToolStep":             reflect.TypeFor[api.ToolStep](),
+		"ProposedFile":         reflect.TypeFor[api.ProposedFile](),
+		"Proposal":             reflect.TypeFor[api.Proposal](),
+		"ApproveRequest":       reflect.TypeFor[api.ApproveRequest](),
+		"RunEvent":             reflect.TypeFor[api.RunEvent](),
+		"EventChange":          reflect.TypeFor[api.EventChange](),
 	},
 	"src/stream.ts": {
 		"FrameKind":      reflect.TypeFor[api.FrameKind](),
@@ -76,6 +87,7 @@ var tsContract = map[string]map[string]reflect.Type{
 var tsConstants = map[string]map[string]any{
 	"src/api.ts": {
 		"PHASES":                 jsonNames(reflect.TypeFor[api.Phases]()),
+		"ROLES":                  roleNames(),
 		"STEP_ENDED":             terminalStates(),
 		"RUN_RUNNING":            api.RunRunning,
 		"CLOSE_UNAUTHORIZED":     api.CloseUnauthorized,
@@ -100,6 +112,15 @@ var tsConstants = map[string]map[string]any{
 // literals stands for (FrameKind = "stdout" | ...).
 var tsLiterals = map[reflect.Type][]string{
 	reflect.TypeFor[api.FrameKind](): {string(api.KindStdout), string(api.KindStderr), string(api.KindEvent), string(api.KindExit)},
+}
+
+// roleNames are the names of the roles a member or key may have, least first.
+func roleNames() []string {
+	var out []string
+	for _, r := range []api.Role{api.RoleViewer, api.RoleEditor, api.RoleAdmin, api.RoleOwner} {
+		out = append(out, r.String())
+	}
+	return out
 }
 
 func terminalStates() []string {

@@ -26,6 +26,95 @@ export interface SignInAnswer {
   csrf_token: string;
 }
 
+/** Roles, least first (api.Role's names); each may do everything the ones before it may. */
+export const ROLES = ["viewer", "editor", "admin", "owner"] as const;
+
+/** Tenant is api.Tenant: an account (an organisation) the caller is a member of (GET /v1/accounts). */
+export interface Tenant {
+  id: string;
+  name: string;
+  created_at: string;
+  role?: string;
+  current?: boolean;
+}
+
+/** SwitchAccountRequest is the body of POST /v1/auth/switch. */
+export interface SwitchAccountRequest {
+  account: string;
+}
+
+/** CreateMemberRequest is the body of POST /v1/members (Account is the member answered). */
+export interface CreateMemberRequest {
+  email: string;
+  password: string;
+  role: string;
+  workspaces: string[] | null;
+}
+
+/** UpdateMemberRequest is the body of PATCH /v1/members/{id}: the fields present are changed. */
+export interface UpdateMemberRequest {
+  role?: string | null;
+  workspaces?: string[] | null;
+}
+
+/** Key is api.Key: an API key as the API shows it, never its secret. */
+export interface Key {
+  id: string;
+  name: string;
+  role: string;
+  workspaces: string[] | null;
+  created_at: string;
+  last_used_at?: string;
+}
+
+/** CreateKeyRequest is the body of POST /v1/keys. */
+export interface CreateKeyRequest {
+  name: string;
+  role: string;
+  workspaces: string[] | null;
+}
+
+/** CreateKeyAnswer is the answer of POST /v1/keys: secret is the whole credential, shown once. */
+export interface CreateKeyAnswer {
+  key: Key;
+  secret: string;
+}
+
+/** Secret is api.Secret: a secret's name, version and who set it when; never its value. */
+export interface Secret {
+  name: string;
+  version: number;
+  updated_by: { kind: string; id: string };
+  updated_at: string;
+  created_at: string;
+}
+
+/** PutSecretRequest is the body of PUT /v1/secrets/{name}. */
+export interface PutSecretRequest {
+  value: string;
+}
+
+/** AuditEntry is api.AuditEntry: one entry of GET /v1/audit; entry is an AuditDocument (or the scheduler's own). */
+export interface AuditEntry {
+  seq: number;
+  time: string;
+  entry: unknown;
+}
+
+/** AuditDocument is api.AuditDocument: who did what, with what result. */
+export interface AuditDocument {
+  who: string;
+  role?: string;
+  credential?: { kind: string; id?: string } | null;
+  action: string;
+  target?: string;
+  result: string;
+  client: string;
+  workspace?: string;
+  path?: string;
+  revision?: string;
+}
+
 export interface Workspace {
   id: string;
   name: string;

@@ -1,18 +1,22 @@
-// The Rodon page: sign-in, the runs list, the run page and the workspace
-// view, routed by the URL hash (#/signin, #/runs, #/runs/<id>,
-// #/workspaces/<id>[/<rev>|head[/<path>]]). It talks only to the gateway's
-// /v1 routes on its own origin (docs/GATEWAY.md, docs/WEB.md).
+// The Rodon page: sign-in, the runs list, the run page, the workspace
+// view and the account's settings, routed by the URL hash (#/signin,
+// #/runs, #/runs/<id>, #/workspaces/<id>[/<rev>|head[/<path>]],
+// #/settings/<tab>), with the account switcher in the header. It talks
+// only to the gateway's /v1 routes on its own origin (docs/GATEWAY.md,
+// docs/WEB.md).
 
 import "@xterm/xterm/css/xterm.css";
 import "./app.css";
 
 import { ApiError, call, errorText, type Me, setCsrfToken, setUnauthorizedHandler } from "./api";
+import { AccountSwitcher } from "./accounts";
 import { install as installCSPShim, prune as pruneCSPShim } from "./csp";
 import { byId, h, replace, setText } from "./dom";
 import { HEAD } from "./links";
 import type { Page } from "./page";
 import { runPage, terminalText } from "./run";
 import { runsPage } from "./runs";
+import { settingsPage } from "./settings";
 import { signInPage } from "./signin";
 import { workspacePage } from "./workspace";
 
@@ -32,12 +36,28 @@ let page: Page | undefined;
 const main = byId("app");
 const who = byId("whoami");
 const signOut = byId<HTMLButtonElement>("signout");
+const settingsLink = byId<HTMLAnchorElement>("settings-link");
+const accounts = new AccountSwitcher(async () => {
+  // The sign-in acts in another account now: its role, workspaces and
+  // token are read again, and a run or workspace of the old one is left.
+  try {
+    me = await call<Me>("GET", "/v1/me");
+    setCsrfToken(me.csrf_token);
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 401)) console.warn("read /v1/me:", errorText(err));
+    return;
+  }
+  showUser();
+  if (route().name === "settings") render();
+  else go("#/runs");
+});
 
 type Route =
   | { name: "signin" }
   | { name: "runs" }
   | { name: "run"; id: string }
-  | { name: "workspace"; id: string; rev: string; path: string };
+  | { name: "workspace"; id: string; rev: string; path: string }
+  | { name: "settings"; tab: string };
 
 function route(): Route {
   const hash = location.hash.replace(/^#\/?/, "");
@@ -49,6 +69,7 @@ function route(): Route {
   }
   if (parts[0] === "signin") return { name: "signin" };
   if (parts[0] === "runs" && parts[1]) return { name: "run", id: parts[1] };
+  if (parts[0] === "settings") return { name: "settings", tab: parts[1] ?? "" };
   if (parts[0] === "workspaces" && parts[1]) {
     const rev = parts[2] && parts[2] !== HEAD ? parts[2] : "";
     return { name: "workspace", id: parts[1], rev, path: parts.slice(3).join("/") };
@@ -65,6 +86,8 @@ function showUser(): void {
   const label = me?.account?.email ?? me?.key?.name ?? "";
   setText(who, label ? `${label} (${me?.role ?? ""})` : "");
   signOut.hidden = !me?.account;
+  settingsLink.hidden = !me;
+  void accounts.show(me);
 }
 
 function render(): void {
@@ -102,6 +125,10 @@ function render(): void {
     case "workspace":
       document.title = `${r.id} \u00b7 Rodon`;
       page = workspacePage(main, me, r.id, r.rev, r.path, go);
+      return;
+    case "settings":
+      document.title = "Settings \u00b7 Rodon";
+      page = settingsPage(main, me, r.tab, go);
       return;
   }
 }
