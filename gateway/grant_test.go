@@ -73,7 +73,7 @@ func (f *fixture) agentRun(ws string, life time.Duration) (run, grant string, c 
 
 func testClaims(run, grant, ws string, now time.Time, life time.Duration) grantClaims {
 	return grantClaims{
-		ID: grant, Run: run, Workspace: ws, Agent: "analyst", AgentRevision: "rev-x", AgentSHA256: strings.Repeat("ab", 32),
+		ID: grant, Run: run, Workspace: ws, Tenant: "acct-fixture", Agent: "analyst", AgentRevision: "rev-x", AgentSHA256: strings.Repeat("ab", 32),
 		Tools: []string{api.ToolRead, api.ToolGrep, api.ToolBash}, Secrets: []string{}, Network: "none", Image: "base",
 		Limits: api.AgentLimits{CPU: 1, Memory: "512MiB", Timeout: api.Duration(time.Minute), Pids: 64, Workspace: "1GiB", Run: api.Duration(life)},
 		Gates:  []string{}, IssuedAt: now, Expires: now.Add(life),
