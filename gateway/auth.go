@@ -151,16 +151,20 @@ func (g *Gateway) handleSignin(c *call) error {
 	// limit of them, naming the person's (valid, bounded) email.
 	c.target, c.auditWho = email, person.ID
 	c.auditCred = &api.CredentialRef{Kind: "password"}
+	// The tenant the sign-in acts in, also for a wrong password's audit
+	// entry (with the role there).
+	tenant, a, version, terr := g.signinTenant(c.ctx, &person)
+	if terr == nil {
+		c.ctx = withTenant(c.ctx, tenant)
+		c.auditRole = a.Role.String()
+	}
 	if !ok {
 		g.metrics.signins.WithLabelValues("wrong").Inc()
 		return errWrongPassword
 	}
-	tenant, a, version, err := g.signinTenant(c.ctx, &person)
-	if err != nil {
-		return err
+	if terr != nil {
+		return terr
 	}
-	c.ctx = withTenant(c.ctx, tenant)
-	c.auditRole = a.Role.String()
 	if a.Generation == "" {
 		// A member from before generations: give it one.
 		a.Generation = newGeneration()
