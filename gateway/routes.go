@@ -147,8 +147,10 @@ func (c *call) json(status int, v any) error {
 func (c *call) decode(v any) error { return decodeBody(c.w, c.r, v, false) }
 
 // serveRoute is the one middleware of every API route: it authenticates
-// the caller, checks the route's role, person and organisation rules and
-// the CSRF token, runs the handler, writes its error, and appends the
+// the caller, puts the caller's tenant into the call's context (every
+// record the handler reads or writes is then that tenant's, tenant.go),
+// checks the route's role, person and organisation rules and the CSRF
+// token, runs the handler, writes its error, and appends the
 // audit entry of every write.
 func (g *Gateway) serveRoute(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -83,10 +83,10 @@ func (s *tenantStore) GetRecord(ctx context.Context, kind, id string) (api.Recor
 
 func (s *tenantStore) ListRecordsPage(ctx context.Context, kind, prefix string, limit int, cursor string) ([]api.Record, string, error) {
 	p, err := s.prefix(ctx, kind)
-	if err != nil || p == "" {
-		if err != nil {
-			return nil, "", err
-		}
+	switch {
+	case err != nil:
+		return nil, "", err
+	case p == "":
 		return s.Store.ListRecordsPage(ctx, kind, prefix, limit, cursor)
 	}
 	if cursor != "" {
