@@ -184,3 +184,17 @@ func migrateSignins(ctx context.Context, raw Store, tenant string) error {
 		return true, nil
 	})
 }
+
+// migratedTenant is the tenant the records from before tenants moved to,
+// for a grant issued before (which names none): 401 when there is none.
+func migratedTenant(ctx context.Context, store Store) (string, error) {
+	var m migrateRecord
+	_, err := getRecord(ctx, store, kindBootstrap, migrateTenantID, &m)
+	switch {
+	case IsNotFound(err) || err == nil && m.Tenant == "":
+		return "", unauthorized("the grant names no account: start the run again")
+	case err != nil:
+		return "", err
+	}
+	return m.Tenant, nil
+}

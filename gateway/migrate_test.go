@@ -40,6 +40,9 @@ func TestMigrate(t *testing.T) {
 	tok := randomString(40)
 	put(kindSignin, digest(tok), signinRecord{Account: owner, Generation: "g1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 
+	if _, err := migratedTenant(ctx, raw); err == nil {
+		t.Error("migratedTenant before the migration succeeded, want an error")
+	}
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
@@ -58,6 +61,9 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("tenants after migrate = %+v, %v; want one named default", tenants, err)
 	}
 	tenant := tenants[0].ID
+	if got, err := migratedTenant(ctx, raw); err != nil || got != tenant {
+		t.Errorf("migratedTenant() = %q, %v; want %s (an old grant's)", got, err, tenant)
+	}
 	for _, kind := range []string{kindAccount, kindKey, kindWorkspace, kindRun, kindRunWS, kindRunExpiry, kindLibrary} {
 		recs, err := raw.ListRecords(ctx, kind, "")
 		if err != nil {

@@ -137,7 +137,11 @@ func (g *Gateway) authenticateGrant(ctx context.Context, tok string) (*principal
 		return nil, err
 	}
 	if c.Tenant == "" {
-		return nil, unauthorized("grant names no account (made before accounts): start the run again")
+		// A grant from before tenants: its run moved to the default
+		// tenant (migrate.go).
+		if c.Tenant, err = migratedTenant(ctx, g.store); err != nil {
+			return nil, err
+		}
 	}
 	return &principal{
 		actor: api.Actor{Kind: "grant", ID: c.Run}, tenant: c.Tenant, Role: api.RoleEditor, Workspaces: []string{c.Workspace},
