@@ -219,3 +219,32 @@ func TestCrossTenant(t *testing.T) {
 		}
 	}
 }
+
+// TestDriverAcrossTenants: the Driver and the maintenance pass, which
+// scan every tenant, move and keep each tenant's runs in that tenant.
+func TestDriverAcrossTenants(t *testing.T) {
+	f := newFixture(t)
+	b := f.addTenant("acct-bbbtenant", "bravo")
+	ctx := t.Context()
+	f.g.Driver().Pass(ctx)
+	step := stepID(b.run, 0)
+	if f.sched.Accepted(step) == 0 {
+		t.Fatalf("bravo's first step %s was not submitted by a pass", step)
+	}
+	f.sched.Start(step)
+	f.sched.Exit(step, 0)
+	f.g.Driver().Pass(ctx)
+	var op api.Operation
+	w := f.serve(f.request(b.key, "GET", "/v1/runs/"+b.run, ""))
+	if err := json.Unmarshal(w.Body.Bytes(), &op); err != nil || op.State != api.RunSucceeded {
+		t.Errorf("bravo's run after its step exited 0 = %d %s, want succeeded", w.Code, w.Body)
+	}
+	if _, err := f.g.Maintain(ctx); err != nil {
+		t.Errorf("Maintain() with two tenants = %v", err)
+	}
+	// The fixture's run is where it was: live, in its own tenant.
+	f.do("key-viewer", "GET", "/v1/runs/"+f.run, "", 200, &op)
+	if op.State != api.RunRunning {
+		t.Errorf("the fixture's run = %s, want running", op.State)
+	}
+}
