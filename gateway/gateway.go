@@ -52,6 +52,9 @@ type Config struct {
 	// OwnerEmail is the first owner's email, created by Run when the
 	// scheduler has no owner yet.
 	OwnerEmail string
+	// AccountName names the first account, created with that owner;
+	// empty is "default".
+	AccountName string
 	// BootstrapOut receives the first owner's one-time password when Run
 	// creates it; nil is os.Stderr.
 	BootstrapOut io.Writer
@@ -149,6 +152,7 @@ func DefaultConfig() Config {
 		Name:                "gateway",
 		RegisterInterval:    time.Minute,
 		OwnerEmail:          "owner@rodon.local",
+		AccountName:         defaultTenantName,
 		SessionTTL:          12 * time.Hour,
 		DriverInterval:      2 * time.Second,
 		Quotas:              DefaultQuotas,
@@ -227,6 +231,12 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AccountName == "" {
+		cfg.AccountName = defaultTenantName
+	}
+	if err := checkName("account-name", cfg.AccountName); err != nil {
+		return nil, fmt.Errorf("account name %q: want 1 to 100 characters without control characters", cfg.AccountName)
 	}
 	if cfg.BootstrapOut == nil {
 		cfg.BootstrapOut = os.Stderr
@@ -413,7 +423,7 @@ func (g *Gateway) migrateLoop(ctx context.Context) error {
 func (g *Gateway) bootstrapLoop(ctx context.Context) {
 	backoff := 500 * time.Millisecond
 	for {
-		res, err := Bootstrap(ctx, g.raw, g.cfg.OwnerEmail, g.now())
+		res, err := BootstrapNamed(ctx, g.raw, g.cfg.OwnerEmail, g.cfg.AccountName, g.now())
 		if err == nil {
 			if res.Created {
 				g.log.Info("first owner created", "account_id", res.AccountID, "email", res.Email)
