@@ -20,6 +20,10 @@ type Account struct {
 	Role       Role      `json:"role"`
 	Workspaces []string  `json:"workspaces"`
 	CreatedAt  time.Time `json:"created_at"`
+	// Existing is set in the answer of POST /v1/members when the email
+	// was a person's already (a member of another account): they sign
+	// in with their own password, and the request's was not used.
+	Existing bool `json:"existing,omitempty"`
 }
 
 // Key is an API key as the API shows it: never its secret.
@@ -57,6 +61,8 @@ type Me struct {
 	Role       Role     `json:"role"`
 	Workspaces []string `json:"workspaces"`
 	CSRFToken  string   `json:"csrf_token,omitempty"`
+	// Tenant is the tenant the caller acts in, with their role there.
+	Tenant *Tenant `json:"tenant,omitempty"`
 }
 
 // SignInRequest is the body of POST /v1/auth/signin.

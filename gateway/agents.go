@@ -190,7 +190,7 @@ func (g *Gateway) createAgentRun(c *call, req api.RunRequest) error {
 	agent := api.RunAgent{Name: af.Name, Path: file.Path, Revision: file.Revision, SHA256: file.SHA256,
 		Tools: slices.Clone(orEmpty(af.Tools)), Secrets: slices.Clone(orEmpty(af.Secrets)), Network: af.Network, Image: af.Image,
 		Limits: af.Limits, Gates: slices.Clone(orEmpty(af.Gates)), GrantExpires: expires}
-	claims := grantClaims{ID: newID(prefixGrant), Run: run.ID, Workspace: run.Workspace,
+	claims := grantClaims{ID: newID(prefixGrant), Run: run.ID, Workspace: run.Workspace, Tenant: tenantFrom(c.ctx),
 		Agent: af.Name, AgentRevision: file.Revision, AgentSHA256: file.SHA256,
 		Tools: agent.Tools, Secrets: agent.Secrets, Network: agent.Network, Image: agent.Image,
 		Limits: agent.Limits, Gates: agent.Gates, IssuedAt: now, Expires: expires}

@@ -697,7 +697,7 @@ func TestAgentLostCall(t *testing.T) {
 	f := newFixtureWith(t, func(c *Config) { c.Now = clock.now })
 	rc, _ := f.startAgent("reader", []string{"Read"})
 	// A call appended (calling) by a gateway that then went away.
-	if _, err := f.g.runCAS(t.Context(), rc.ID, func(run *runRecord) ([]api.RunEvent, error) {
+	if _, err := f.g.runCAS(f.in(t.Context()), rc.ID, func(run *runRecord) ([]api.RunEvent, error) {
 		run.Steps = append(run.Steps, runStepRecord{ID: stepID(run.ID, 0), Status: stepCalling, Tool: &api.ToolStep{Name: "Read"},
 			View: &api.RunStep{State: api.StepRunning, Phases: api.Phases{Started: clock.now()}}})
 		return nil, nil

@@ -130,15 +130,15 @@ func (g *Gateway) handleSignin(c *call) error {
 	if ok, wait := g.signinByEmail.take(email); !ok {
 		return g.signinRefused("rate_limited", rateLimited(wait))
 	}
-	var a accountRecord
-	version, err := getRecord(c.ctx, g.store, kindAccount, accountID(email), &a)
+	var person personRecord
+	_, err := getRecord(c.ctx, g.store, kindPerson, accountID(email), &person)
 	if err != nil && !IsNotFound(err) {
 		return err
 	}
 	known := err == nil
 	hash := dummyHash() // as slow as a real check
 	if known {
-		hash = a.PasswordHash
+		hash = person.PasswordHash
 	}
 	ok, err := g.checkPasswordBounded(c.ctx, hash, req.Password)
 	if err != nil {
@@ -147,16 +147,26 @@ func (g *Gateway) handleSignin(c *call) error {
 	if !known {
 		return g.signinRefused("wrong", errWrongPassword)
 	}
-	// An existing account's attempts are audited: at most the per-email
-	// limit of them, naming the account's (valid, bounded) email.
-	c.target, c.auditWho, c.auditRole = email, a.ID, a.Role.String()
+	// An existing person's attempts are audited: at most the per-email
+	// limit of them, naming the person's (valid, bounded) email.
+	c.target, c.auditWho = email, person.ID
 	c.auditCred = &api.CredentialRef{Kind: "password"}
+	// The tenant the sign-in acts in, also for a wrong password's audit
+	// entry (with the role there).
+	tenant, a, version, terr := g.signinTenant(c.ctx, &person)
+	if terr == nil {
+		c.ctx = withTenant(c.ctx, tenant)
+		c.auditRole = a.Role.String()
+	}
 	if !ok {
 		g.metrics.signins.WithLabelValues("wrong").Inc()
 		return errWrongPassword
 	}
+	if terr != nil {
+		return terr
+	}
 	if a.Generation == "" {
-		// An account from before generations: give it one.
+		// A member from before generations: give it one.
 		a.Generation = newGeneration()
 		if _, err := putRecord(c.ctx, g.store, kindAccount, a.ID, version, &a); err != nil {
 			if IsConflict(err) {
@@ -169,13 +179,14 @@ func (g *Gateway) handleSignin(c *call) error {
 	rand.Read(tokb)
 	tok := base64.RawURLEncoding.EncodeToString(tokb)
 	now := g.now()
-	s := signinRecord{Account: a.ID, Generation: a.Generation, CreatedAt: now, ExpiresAt: now.Add(g.cfg.SessionTTL)}
+	s := signinRecord{Account: a.ID, Tenant: tenant, Generation: a.Generation, CreatedAt: now, ExpiresAt: now.Add(g.cfg.SessionTTL)}
 	sid := digest(tok)
 	if _, err := putRecord(c.ctx, g.store, kindSignin, sid, 0, &s); err != nil {
 		return err
 	}
 	c.auditCred = &api.CredentialRef{Kind: "session", ID: sessionRef(sid)}
 	g.metrics.signins.WithLabelValues("ok").Inc()
+	g.rememberTenant(c.ctx, person.ID, tenant)
 	http.SetCookie(c.w, &http.Cookie{
 		Name: cookieName, Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: g.secureCookie, Expires: s.ExpiresAt, MaxAge: int(g.cfg.SessionTTL / time.Second),
@@ -247,6 +258,13 @@ func (g *Gateway) handleMe(c *call) error {
 	if c.p.key != nil {
 		k := c.p.key.public()
 		out.Key = &k
+	}
+	var t tenantRecord
+	if _, err := getRecord(c.ctx, g.store, kindTenant, c.p.tenant, &t); err != nil && !IsNotFound(err) {
+		return err
+	} else if err == nil {
+		pt := t.public(c.p.Role, true)
+		out.Tenant = &pt
 	}
 	return c.json(http.StatusOK, out)
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -223,10 +224,22 @@ func TestBootstrap(t *testing.T) {
 	if len(created) != 1 || len(created[0].Password) < 20 {
 		t.Fatalf("racing bootstraps created %d owners (%+v), want 1 with a long password", len(created), created)
 	}
+	var p personRecord
+	getRecord(ctx, store, kindPerson, accountID("boss@example.com"), &p)
+	if !checkPassword(p.PasswordHash, created[0].Password) || strings.Contains(p.PasswordHash, created[0].Password) {
+		t.Errorf("person = %+v, want a person whose hash matches the password", p)
+	}
+	tenant := created[0].Tenant
+	if tenant.Name != "default" || !validID(tenant.ID, prefixTenant) || !slices.Equal(p.Tenants, []string{tenant.ID}) {
+		t.Errorf("account = %+v, person's accounts %v; want one account named default, the person's", tenant, p.Tenants)
+	}
 	var a accountRecord
-	getRecord(ctx, store, kindAccount, accountID("boss@example.com"), &a)
-	if a.Role != api.RoleOwner || !checkPassword(a.PasswordHash, created[0].Password) || strings.Contains(a.PasswordHash, created[0].Password) {
-		t.Errorf("owner = %+v, want an owner whose hash matches the password", a)
+	getRecord(withTenant(ctx, tenant.ID), newTenantStore(store), kindAccount, accountID("boss@example.com"), &a)
+	if a.Role != api.RoleOwner || a.PasswordHash != "" {
+		t.Errorf("owner = %+v, want an owner member without a password", a)
+	}
+	if tenants, err := ListTenants(ctx, store); err != nil || len(tenants) != 1 {
+		t.Errorf("ListTenants() = %+v, %v; want the one account", tenants, err)
 	}
 	if r, err := Bootstrap(ctx, store, "other@example.com", now.Add(time.Hour)); err != nil || r.Created {
 		t.Errorf("Bootstrap with an owner = %+v, %v; want nothing done", r, err)

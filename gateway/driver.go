@@ -23,7 +23,10 @@ import (
 // a step once (the second submission is a harmless conflict) and write the
 // run once (the loser reads it again).
 type Driver struct {
-	store    Store
+	// store is scoped by the context's tenant: a pass lists the live
+	// runs of every tenant from its raw store and advances each with
+	// withTenant of the tenant its id names.
+	store    *tenantStore
 	steps    Steps
 	interval time.Duration
 	now      func() time.Time
@@ -46,7 +49,7 @@ const casTries = 5
 // pass deletes it (the run's creation failed after the marker).
 const staleLive = time.Minute
 
-func newDriver(store Store, steps Steps, nodes *nodeNames, library func(context.Context) (string, error), interval time.Duration, now func() time.Time, logger *slog.Logger) *Driver {
+func newDriver(store *tenantStore, steps Steps, nodes *nodeNames, library func(context.Context) (string, error), interval time.Duration, now func() time.Time, logger *slog.Logger) *Driver {
 	files, _ := steps.(Files)
 	return &Driver{store: store, steps: steps, files: files, nodes: nodes, library: library, interval: interval, now: now,
 		log: logger.With("component", "driver"), wake: make(chan struct{}, 1)}
@@ -123,9 +126,18 @@ func (d *Driver) watch(ctx context.Context, id string) {
 // logged: the next pass tries again.
 func (d *Driver) Pass(ctx context.Context) map[string]bool {
 	watch := map[string]bool{}
-	var recs []versioned[liveRecord]
-	err := eachRecord(ctx, d.store, kindRunLive, "", func(r versioned[liveRecord]) (bool, error) {
-		recs = append(recs, r)
+	type live struct {
+		tenant string
+		rec    versioned[liveRecord]
+	}
+	var recs []live
+	err := eachRecord(ctx, d.store.Store, kindRunLive, "", func(r versioned[liveRecord]) (bool, error) {
+		tenant, id, ok := splitTenant(r.ID)
+		if !ok {
+			return true, nil // from before tenants: migrate.go moves it
+		}
+		r.ID = id
+		recs = append(recs, live{tenant, r})
 		return true, nil
 	})
 	if err != nil {
@@ -134,10 +146,11 @@ func (d *Driver) Pass(ctx context.Context) map[string]bool {
 		}
 		return watch
 	}
-	for _, rec := range recs {
+	for _, l := range recs {
 		if ctx.Err() != nil {
 			break
 		}
+		ctx, rec := withTenant(ctx, l.tenant), l.rec
 		run, err := d.advance(ctx, rec.ID)
 		switch {
 		case IsNotFound(err):

@@ -246,7 +246,7 @@ func TestDriversConcurrently(t *testing.T) {
 	cfg.Site, cfg.OwnerEmail, cfg.DriverInterval = testSite, "", 5*time.Millisecond
 	var drivers []*Driver
 	for range 2 {
-		g, err := New(cfg, f.store, f.sched, testLogger(t))
+		g, err := New(cfg, f.raw, f.sched, testLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

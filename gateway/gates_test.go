@@ -66,7 +66,7 @@ type gateRun struct {
 func (f *fixture) newGateRun(gated bool) *gateRun {
 	f.t.Helper()
 	now := f.g.now()
-	claims := &grantClaims{ID: "grant-" + randomString(8), Workspace: wsMain, Agent: "gater",
+	claims := &grantClaims{ID: "grant-" + randomString(8), Workspace: wsMain, Tenant: f.tenant, Agent: "gater",
 		Tools: []string{api.ToolRead, api.ToolProposeChange, api.ToolApplyChange}}
 	if gated {
 		claims.Gates = []string{api.ToolApplyChange}
@@ -98,7 +98,7 @@ func (r *gateRun) call(tool string) *toolCall {
 		r.f.t.Fatal(err)
 	}
 	author := api.Author{Kind: api.AuthorStep, ID: stepID(run.ID, i)}
-	env, err := r.f.g.toolEnv(ctx, run.Workspace, author)
+	env, err := r.f.g.toolEnv(r.f.in(ctx), run.Workspace, author)
 	if err != nil {
 		r.f.t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func (r *gateRun) call(tool string) *toolCall {
 
 func (r *gateRun) propose(files ...api.ProposedFile) api.ProposeChangeResult {
 	r.f.t.Helper()
-	res, err := r.f.g.toolPropose(r.f.t.Context(), r.call(api.ToolProposeChange), api.ProposeChangeInput{Files: files})
+	res, err := r.f.g.toolPropose(r.f.in(r.f.t.Context()), r.call(api.ToolProposeChange), api.ProposeChangeInput{Files: files})
 	if err != nil || res.Error != "" {
 		r.f.t.Fatalf("ProposeChange = %+v, %v, want a proposal", res, err)
 	}
@@ -116,7 +116,7 @@ func (r *gateRun) propose(files ...api.ProposedFile) api.ProposeChangeResult {
 
 // apply calls ApplyChange of proposal as the run's next step.
 func (r *gateRun) apply(proposal string) (api.ApplyChangeResult, bool, error) {
-	return r.f.g.toolApply(r.f.t.Context(), r.call(api.ToolApplyChange), api.ApplyChangeInput{Proposal: proposal})
+	return r.f.g.toolApply(r.f.in(r.f.t.Context()), r.call(api.ToolApplyChange), api.ApplyChangeInput{Proposal: proposal})
 }
 
 // pause sets the run awaiting approval of proposal, as the step flow
@@ -225,7 +225,7 @@ func TestProposeChange(t *testing.T) {
 	in := api.ProposeChangeInput{Message: "fix a", Files: []api.ProposedFile{
 		{Path: "/workspace/data/z.txt", Content: "z\n"}, {Path: "data/a.txt", Content: "hello, proposal\n"}}}
 	c := r.call(api.ToolProposeChange)
-	res, err := f.g.toolPropose(t.Context(), c, in)
+	res, err := f.g.toolPropose(f.in(t.Context()), c, in)
 	if err != nil || res.Error != "" || res.Base != f.rev {
 		t.Fatalf("ProposeChange = %+v, %v; want a proposal on %s", res, err, f.rev)
 	}
@@ -276,26 +276,26 @@ func TestProposeChange(t *testing.T) {
 		{"record too large", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "big.txt", Content: strings.Repeat("a line\n", 20000)}}}, api.RefusedInput, []string{"with its diff", "fewer or smaller"}},
 		{"twice", api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "data/a.txt", Content: "1"}, {Path: "/workspace/data/a.txt", Content: "2"}}}, api.RefusedInput, []string{"more than once"}},
 	} {
-		_, err := f.g.toolPropose(t.Context(), r.call(api.ToolProposeChange), tc.in)
+		_, err := f.g.toolPropose(f.in(t.Context()), r.call(api.ToolProposeChange), tc.in)
 		wantRefusal(t, "ProposeChange "+tc.name, err, tc.reason, tc.words...)
 	}
 	// A patch against the head is the files it makes, whole; one that
 	// does not apply is a failure the model reads.
 	patch := "diff --git a/data/a.txt b/data/a.txt\n--- a/data/a.txt\n+++ b/data/a.txt\n@@ -1 +1 @@\n-hello, workspace\n+hello, patch\n"
 	c = r.call(api.ToolProposeChange)
-	res, err = f.g.toolPropose(t.Context(), c, api.ProposeChangeInput{Patch: patch})
+	res, err = f.g.toolPropose(f.in(t.Context()), c, api.ProposeChangeInput{Patch: patch})
 	if err != nil || res.Error != "" || !strings.Contains(res.Diff, "+hello, patch") {
 		t.Fatalf("ProposeChange of a patch = %+v, %v; want a proposal", res, err)
 	}
 	if p := r.proposal(res.Proposal); !slices.Equal(p.Files, []api.ProposedFile{{Path: "data/a.txt", Content: "hello, patch\n"}}) || p.Base != f.rev {
 		t.Errorf("proposal of a patch: files %+v on %s, want data/a.txt whole on %s", p.Files, p.Base, f.rev)
 	}
-	res, err = f.g.toolPropose(t.Context(), r.call(api.ToolProposeChange), api.ProposeChangeInput{Patch: strings.ReplaceAll(patch, "-hello, workspace", "-goodbye")})
+	res, err = f.g.toolPropose(f.in(t.Context()), r.call(api.ToolProposeChange), api.ProposeChangeInput{Patch: strings.ReplaceAll(patch, "-hello, workspace", "-goodbye")})
 	if err != nil || res.Proposal != "" || !strings.Contains(res.Error, "patch") {
 		t.Errorf("ProposeChange of a patch that does not apply = %+v, %v; want an error", res, err)
 	}
 	// A deletion of nothing is a failure the model reads.
-	res, err = f.g.toolPropose(t.Context(), r.call(api.ToolProposeChange), api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "nothing.txt", Delete: true}}})
+	res, err = f.g.toolPropose(f.in(t.Context()), r.call(api.ToolProposeChange), api.ProposeChangeInput{Files: []api.ProposedFile{{Path: "nothing.txt", Delete: true}}})
 	if err != nil || res.Proposal != "" || !strings.Contains(res.Error, "no such file") {
 		t.Errorf("ProposeChange of a deletion of nothing = %+v, %v; want an error", res, err)
 	}
@@ -336,7 +336,7 @@ func TestProposalsGoWithTheirRun(t *testing.T) {
 	if !strings.HasPrefix(pa, proposalPrefix(a.id)) || !validID(pa, prefixProposal) {
 		t.Fatalf("proposal id %s, want a valid id starting %s", pa, proposalPrefix(a.id))
 	}
-	if err := f.g.deleteRunProposals(t.Context(), a.id); err != nil {
+	if err := f.g.deleteRunProposals(f.in(t.Context()), a.id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.store.GetRecord(t.Context(), kindProposal, pa); !IsNotFound(err) {

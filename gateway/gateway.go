@@ -52,6 +52,9 @@ type Config struct {
 	// OwnerEmail is the first owner's email, created by Run when the
 	// scheduler has no owner yet.
 	OwnerEmail string
+	// AccountName names the first account, created with that owner;
+	// empty is "default".
+	AccountName string
 	// BootstrapOut receives the first owner's one-time password when Run
 	// creates it; nil is os.Stderr.
 	BootstrapOut io.Writer
@@ -149,6 +152,7 @@ func DefaultConfig() Config {
 		Name:                "gateway",
 		RegisterInterval:    time.Minute,
 		OwnerEmail:          "owner@rodon.local",
+		AccountName:         defaultTenantName,
 		SessionTTL:          12 * time.Hour,
 		DriverInterval:      2 * time.Second,
 		Quotas:              DefaultQuotas,
@@ -173,8 +177,12 @@ type StreamServer interface {
 // Gateway serves the API. Build it with New, serve with Run (or mount
 // Handler and run Driver yourself).
 type Gateway struct {
-	cfg   Config
-	store Store
+	cfg Config
+	// store is raw scoped by the context's tenant (tenant.go): what
+	// handlers use. raw is for the loops that scan across tenants
+	// (migrate.go, the Driver, maintenance).
+	store *tenantStore
+	raw   Store
 	steps Steps
 	// files is the scheduler's workspace API: steps, when it serves one.
 	files   Files
@@ -199,9 +207,9 @@ type Gateway struct {
 	// sign-ins goes on.
 	maintMu      sync.Mutex
 	signinCursor string
-	// libMu guards lib, the library's record once known.
+	// libMu guards lib, each tenant's library record once known.
 	libMu sync.Mutex
-	lib   libraryRecord
+	lib   map[string]libraryRecord
 	// contents caches file contents by digest for the file tools
 	// (tools_env.go).
 	contents contentCache
@@ -223,6 +231,12 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AccountName == "" {
+		cfg.AccountName = defaultTenantName
+	}
+	if err := checkName("account-name", cfg.AccountName); err != nil {
+		return nil, fmt.Errorf("account name %q: want 1 to 100 characters without control characters", cfg.AccountName)
 	}
 	if cfg.BootstrapOut == nil {
 		cfg.BootstrapOut = os.Stderr
@@ -272,7 +286,8 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	}
 	g := &Gateway{
 		cfg:           cfg,
-		store:         store,
+		store:         newTenantStore(store),
+		raw:           store,
 		steps:         steps,
 		log:           logger.With("component", "gateway"),
 		now:           func() time.Time { return cfg.Now().UTC() },
@@ -286,7 +301,7 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	g.metrics = newMetrics(cfg.Collectors...)
 	g.nodes = &nodeNames{steps: steps}
 	g.grants = newJWSGrants(store, g.now, cfg.Name)
-	g.driver = newDriver(store, steps, g.nodes, g.libraryID, cfg.DriverInterval, g.now, logger)
+	g.driver = newDriver(g.store, steps, g.nodes, g.libraryID, cfg.DriverInterval, g.now, logger)
 	g.routes = g.routeTable()
 	g.handler = g.buildHandler()
 	return g, nil
@@ -344,6 +359,10 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
+	if err := g.migrateLoop(ctx); err != nil {
+		ln.Close()
+		return nil // ctx ended first
+	}
 	g.log.Info("gateway serving", "address", ln.Addr().String(), "site", g.cfg.Site)
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error {
@@ -379,12 +398,32 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	return eg.Wait()
 }
 
+// migrateLoop moves the records of a cluster from before tenants
+// (migrate.go), retrying while the scheduler does not answer; it returns
+// ctx's error if ctx ends first.
+func (g *Gateway) migrateLoop(ctx context.Context) error {
+	backoff := 500 * time.Millisecond
+	for {
+		err := migrate(ctx, g.raw, g.now())
+		if err == nil {
+			return nil
+		}
+		g.log.Warn("move records into the default account", "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
 // bootstrapLoop creates the first owner, retrying while the scheduler does
 // not answer, and prints its password once.
 func (g *Gateway) bootstrapLoop(ctx context.Context) {
 	backoff := 500 * time.Millisecond
 	for {
-		res, err := Bootstrap(ctx, g.store, g.cfg.OwnerEmail, g.now())
+		res, err := BootstrapNamed(ctx, g.raw, g.cfg.OwnerEmail, g.cfg.AccountName, g.now())
 		if err == nil {
 			if res.Created {
 				g.log.Info("first owner created", "account_id", res.AccountID, "email", res.Email)

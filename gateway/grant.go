@@ -22,6 +22,8 @@ type grantClaims struct {
 	ID        string `json:"-"` // jti
 	Run       string `json:"run"`
 	Workspace string `json:"workspace"`
+	// Tenant is the run's tenant: the grant's principal acts in it.
+	Tenant string `json:"acct"`
 	// Agent: the agent's name, its file's revision and digest, and the
 	// grant's contents.
 	Agent         string          `json:"agent"`

@@ -73,7 +73,7 @@ func (f *fixture) agentRun(ws string, life time.Duration) (run, grant string, c 
 
 func testClaims(run, grant, ws string, now time.Time, life time.Duration) grantClaims {
 	return grantClaims{
-		ID: grant, Run: run, Workspace: ws, Agent: "analyst", AgentRevision: "rev-x", AgentSHA256: strings.Repeat("ab", 32),
+		ID: grant, Run: run, Workspace: ws, Tenant: "acct-fixture", Agent: "analyst", AgentRevision: "rev-x", AgentSHA256: strings.Repeat("ab", 32),
 		Tools: []string{api.ToolRead, api.ToolGrep, api.ToolBash}, Secrets: []string{}, Network: "none", Image: "base",
 		Limits: api.AgentLimits{CPU: 1, Memory: "512MiB", Timeout: api.Duration(time.Minute), Pids: 64, Workspace: "1GiB", Run: api.Duration(life)},
 		Gates:  []string{}, IssuedAt: now, Expires: now.Add(life),
@@ -364,7 +364,7 @@ func TestGrantDiesWithItsRun(t *testing.T) {
 func TestGrantKeyDeleted(t *testing.T) {
 	clock := newTestClock()
 	f := newAgentFixture(t, func(c *Config) { c.Now = clock.now })
-	g2, err := New(f.g.cfg, f.store, f.sched, testLogger(t))
+	g2, err := New(f.g.cfg, f.raw, f.sched, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestGrantKeyDeleted(t *testing.T) {
 	if err := deleteAny(t.Context(), f.store, kindGrantKey, kid); err != nil {
 		t.Fatal(err)
 	}
-	g3, _ := New(f.g.cfg, f.store, f.sched, testLogger(t))
+	g3, _ := New(f.g.cfg, f.raw, f.sched, testLogger(t))
 	if _, err := g3.grants.verify(t.Context(), c.bearer); !errors.Is(err, errBadGrant) {
 		t.Errorf("a fresh gateway's verify after the key was deleted = %v, want errBadGrant", err)
 	}
@@ -425,7 +425,7 @@ func TestGrantKeyRotation(t *testing.T) {
 		t.Errorf("the new key's grant = %d %s, want 200", code, body)
 	}
 	// A gateway with an empty cache verifies both from the records.
-	g2, _ := New(f.g.cfg, f.store, f.sched, testLogger(t))
+	g2, _ := New(f.g.cfg, f.raw, f.sched, testLogger(t))
 	for _, c := range []cred{old, fresh} {
 		if _, err := g2.grants.verify(ctx, c.bearer); err != nil {
 			t.Errorf("another gateway's verify = %v, want the grant", err)
@@ -462,7 +462,7 @@ func kidOf(t *testing.T, c cred) string {
 func TestGrantKeyPublishedFirst(t *testing.T) {
 	f := newAgentFixture(t, nil)
 	ctx := t.Context()
-	g2, _ := New(f.g.cfg, f.store, f.sched, testLogger(t))
+	g2, _ := New(f.g.cfg, f.raw, f.sched, testLogger(t))
 	f.store.FailPuts(1)
 	now := g2.now()
 	if tok, err := g2.grants.issue(ctx, testClaims(f.agent.run, "grant-x", wsMain, now, time.Hour)); err == nil {

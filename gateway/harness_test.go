@@ -75,8 +75,12 @@ func (fs *fakeStream) stream() *relay.Stream {
 // fixture is a gateway on the real scheduler (schedulertest) with two workspaces and one credential of
 // each kind.
 type fixture struct {
-	t      *testing.T
-	store  *testStore
+	t *testing.T
+	// store is the fixture's tenant's view of the records (what the
+	// gateway's handlers see); raw is the scheduler's store itself.
+	store  *boundStore
+	raw    *testStore
+	tenant string
 	sched  *testSteps
 	g      *Gateway
 	stream *fakeStream
@@ -115,19 +119,21 @@ func newFixture(t *testing.T) *fixture {
 func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	t.Helper()
 	ts := newTestScheduler(t)
-	f := &fixture{t: t, store: ts.store, sched: ts.sched, creds: map[string]cred{"none": {}},
-		stream: &fakeStream{}}
+	f := &fixture{t: t, raw: ts.store, sched: ts.sched, creds: map[string]cred{"none": {}},
+		stream: &fakeStream{}, tenant: "acct-fixture"}
+	f.store = bindTenant(ts.store, f.tenant)
 	cfg := DefaultConfig()
 	cfg.Site, cfg.OwnerEmail, cfg.Stream = testSite, "", f.stream
 	if edit != nil {
 		edit(&cfg)
 	}
-	g, err := New(cfg, f.store, f.sched, testLogger(t))
+	g, err := New(cfg, f.raw, f.sched, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.g, f.h = g, g.Handler()
 	now := time.Now().UTC().Truncate(time.Second)
+	f.put(kindTenant, f.tenant, tenantRecord{ID: f.tenant, Name: "fixture", CreatedAt: now})
 	for _, ws := range []string{wsMain, wsOther} {
 		f.put(kindWorkspace, ws, api.Workspace{ID: ws, Name: ws, CreatedAt: now})
 	}
@@ -164,8 +170,10 @@ func (f *fixture) put(kind, id string, v any) {
 }
 
 func (f *fixture) account(email string, role api.Role, ws []string) string {
-	a := accountRecord{ID: accountID(email), Email: email, Role: role, Workspaces: ws, PasswordHash: testHash(), CreatedAt: time.Now().UTC().Truncate(time.Second),
+	now := time.Now().UTC().Truncate(time.Second)
+	a := accountRecord{ID: accountID(email), Email: email, Role: role, Workspaces: ws, CreatedAt: now,
 		Generation: "gen-" + email}
+	f.put(kindPerson, a.ID, personRecord{ID: a.ID, Email: email, PasswordHash: testHash(), CreatedAt: now, Tenants: []string{f.tenant}})
 	f.put(kindAccount, a.ID, a)
 	return a.ID
 }
@@ -178,14 +186,68 @@ func (f *fixture) session(account string) cred {
 	if _, err := getRecord(f.t.Context(), f.store, kindAccount, account, &a); err != nil {
 		f.t.Fatal(err)
 	}
-	f.put(kindSignin, digest(tok), signinRecord{Account: account, Generation: a.Generation, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+	f.put(kindSignin, digest(tok), signinRecord{Account: account, Tenant: f.tenant, Generation: a.Generation, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
 	return cred{cookie: tok, csrf: csrfToken(tok), person: true}
 }
 
 func (f *fixture) key(role api.Role, ws []string) (cred, string) {
 	id, secret := newID(prefixKey), randomString(52)
+	f.put(kindKeyTenant, id, keyTenantRecord{Tenant: f.tenant})
 	f.put(kindKey, id, keyRecord{ID: id, Name: "k", Role: role, Workspaces: ws, SecretHash: digest(secret), CreatedAt: time.Now().UTC()})
 	return cred{bearer: keyPrefix + strings.TrimPrefix(id, prefixKey) + "_" + secret}, id
+}
+
+// boundStore is the records of one tenant, as the gateway's handlers see
+// them in that tenant (through tenantStore), with the test store's counts
+// and failure injection.
+type boundStore struct {
+	*testStore
+	ts     *tenantStore
+	tenant string
+}
+
+func bindTenant(raw *testStore, tenant string) *boundStore {
+	return &boundStore{testStore: raw, ts: newTenantStore(raw), tenant: tenant}
+}
+
+func (b *boundStore) ctx(ctx context.Context) context.Context {
+	if tenantFrom(ctx) != "" {
+		return ctx
+	}
+	return withTenant(ctx, b.tenant)
+}
+
+func (b *boundStore) GetRecord(ctx context.Context, kind, id string) (api.Record, error) {
+	return b.ts.GetRecord(b.ctx(ctx), kind, id)
+}
+
+func (b *boundStore) ListRecordsPage(ctx context.Context, kind, prefix string, limit int, cursor string) ([]api.Record, string, error) {
+	return b.ts.ListRecordsPage(b.ctx(ctx), kind, prefix, limit, cursor)
+}
+
+func (b *boundStore) PutRecord(ctx context.Context, kind, id string, version uint64, value json.RawMessage) (api.Record, error) {
+	return b.ts.PutRecord(b.ctx(ctx), kind, id, version, value)
+}
+
+func (b *boundStore) DeleteRecord(ctx context.Context, kind, id string, version uint64) error {
+	return b.ts.DeleteRecord(b.ctx(ctx), kind, id, version)
+}
+
+// ListRecords lists every record of kind whose id starts with prefix.
+func (b *boundStore) ListRecords(ctx context.Context, kind, prefix string) ([]api.Record, error) {
+	var out []api.Record
+	cursor := ""
+	for {
+		recs, next, err := b.ListRecordsPage(ctx, kind, prefix, storePage, cursor)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+		if next == "" {
+			return out, nil
+		}
+		cursor = next
+	}
 }
 
 // request builds a request with credential c (CSRF included for cookie
@@ -246,3 +308,7 @@ func errorCode(b *bytes.Buffer) string {
 	json.Unmarshal(b.Bytes(), &e)
 	return e.Error.Code
 }
+
+// in returns ctx acting in the fixture's tenant, for calls of the
+// gateway's methods that a route would make with it.
+func (f *fixture) in(ctx context.Context) context.Context { return withTenant(ctx, f.tenant) }

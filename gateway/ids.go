@@ -12,7 +12,10 @@ import (
 
 // The canonical id prefixes of the gateway's objects.
 const (
-	prefixAccount   = "acct-"
+	prefixAccount = "acct-"
+	// prefixTenant starts a tenant's id (api.Tenant: the API calls
+	// tenants accounts); a member's is accountID's, longer.
+	prefixTenant    = "acct-"
 	prefixKey       = "key-"
 	prefixWorkspace = "ws-"
 	prefixSession   = "sess-"

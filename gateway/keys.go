@@ -43,6 +43,11 @@ func (g *Gateway) handleCreateKey(c *call) error {
 	k := keyRecord{ID: id, Name: req.Name, Role: req.Role, Workspaces: req.Workspaces, SecretHash: digest(secret),
 		CreatedBy: c.p.actor.ID, CreatedAt: g.now()}
 	c.target = id
+	// The key's tenant first: a bearer key is looked up there before its
+	// (scoped) record.
+	if _, err := putRecord(c.ctx, g.store, kindKeyTenant, id, 0, &keyTenantRecord{Tenant: c.p.tenant}); err != nil {
+		return err
+	}
 	if _, err := putRecord(c.ctx, g.store, kindKey, id, 0, &k); err != nil {
 		return err
 	}
@@ -72,6 +77,9 @@ func (g *Gateway) handleDeleteKey(c *call) error {
 			return conflict("key %s changed meanwhile: retry", id)
 		}
 		return err
+	}
+	if err := deleteAny(c.ctx, g.store, kindKeyTenant, id); err != nil {
+		g.log.Warn("delete the key's tenant index", "key_id", id, "error", err)
 	}
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -10,10 +10,10 @@ import (
 )
 
 // The account library (SPEC.md, "Workspaces and revisions"): one
-// workspace of the store for the organisation, read-only at /library in
+// workspace of the store for each tenant, read-only at /library in
 // every step the gateway submits, read by everyone in the organisation
 // and written by its admins, through the same files API. Its id is kept
-// in one record (kind "library", id "org"), made on first use: not a
+// in one record (kind "library", scoped, id "org"), made on first use: not a
 // workspace record, so it is in no list of workspaces and no run runs in
 // it.
 
@@ -30,7 +30,7 @@ type libraryRecord struct {
 
 // libraryID returns the library's workspace id, making it on first use
 // (gateways racing agree by compare-and-set). It never changes, so it is
-// read once.
+// read once per tenant.
 func (g *Gateway) libraryID(ctx context.Context) (string, error) {
 	rec, err := g.library(ctx)
 	return rec.Workspace, err
@@ -40,14 +40,18 @@ func (g *Gateway) libraryID(ctx context.Context) (string, error) {
 func (g *Gateway) library(ctx context.Context) (libraryRecord, error) {
 	g.libMu.Lock()
 	defer g.libMu.Unlock()
-	if g.lib.Workspace != "" {
-		return g.lib, nil
+	tenant := tenantFrom(ctx)
+	if rec, ok := g.lib[tenant]; ok {
+		return rec, nil
 	}
 	for range casTries {
 		var rec libraryRecord
 		_, err := getRecord(ctx, g.store, kindLibrary, libraryRec, &rec)
 		if err == nil {
-			g.lib = rec
+			if g.lib == nil {
+				g.lib = map[string]libraryRecord{}
+			}
+			g.lib[tenant] = rec
 			return rec, nil
 		}
 		if !IsNotFound(err) {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -38,13 +39,13 @@ func (g *Gateway) Maintain(ctx context.Context) (MaintainResult, error) {
 	start := time.Now()
 	var res MaintainResult
 	var errs []error
-	n, err := g.expireRuns(ctx)
+	n, err := g.eachTenant(ctx, g.expireRuns)
 	res.Runs = n
 	errs = append(errs, err)
 	n, err = g.expireSignins(ctx)
 	res.Signins = n
 	errs = append(errs, err)
-	n, err = g.reconcileQuotas(ctx)
+	n, err = g.eachTenant(ctx, g.reconcileQuotas)
 	res.QuotaCounts = n
 	errs = append(errs, err)
 	n, err = g.expireGrantKeys(ctx)
@@ -64,6 +65,22 @@ func (g *Gateway) Maintain(ctx context.Context) (MaintainResult, error) {
 	}
 	m.maintPasses.WithLabelValues(result).Inc()
 	return res, err
+}
+
+// eachTenant runs f in every tenant (withTenant) and adds up its counts;
+// a tenant's error does not stop the others.
+func (g *Gateway) eachTenant(ctx context.Context, f func(context.Context) (int, error)) (int, error) {
+	total := 0
+	var errs []error
+	err := eachRecord(ctx, g.raw, kindTenant, "", func(t versioned[tenantRecord]) (bool, error) {
+		n, err := f(withTenant(ctx, t.ID))
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s: %w", t.ID, err))
+		}
+		return ctx.Err() == nil, nil
+	})
+	return total, errors.Join(append(errs, err)...)
 }
 
 // maintainLoop runs Maintain every MaintenanceInterval until ctx ends.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/rodon-compute/rodon/api"
@@ -48,9 +49,6 @@ func (g *Gateway) handleCreateMember(c *call) error {
 	if err := checkEmail(req.Email); err != nil {
 		return badRequest("field \"email\": %v", err)
 	}
-	if len(req.Password) < minPassword || len(req.Password) > 1024 {
-		return badRequest("field \"password\": want %d to 1024 characters", minPassword)
-	}
 	if err := checkGrant(c.p, req.Role, req.Workspaces); err != nil {
 		return err
 	}
@@ -58,16 +56,30 @@ func (g *Gateway) handleCreateMember(c *call) error {
 		return err
 	}
 	email := normalizeEmail(req.Email)
-	a := accountRecord{ID: accountID(email), Email: email, Role: req.Role, Workspaces: req.Workspaces,
-		PasswordHash: hashPassword(req.Password), CreatedAt: g.now(), Generation: newGeneration()}
-	c.target = a.ID
-	if _, err := putRecord(c.ctx, g.store, kindAccount, a.ID, 0, &a); err != nil {
+	c.target = accountID(email)
+	// A person who exists already (a member of another account) keeps
+	// their password: the request's is not needed, and not used.
+	var p personRecord
+	_, err := getRecord(c.ctx, g.store, kindPerson, accountID(email), &p)
+	if err != nil && !IsNotFound(err) {
+		return err
+	}
+	if len(p.Tenants) == 0 && (len(req.Password) < minPassword || len(req.Password) > 1024) {
+		return badRequest("field \"password\": want %d to 1024 characters", minPassword)
+	}
+	a, existing, err := joinTenant(c.ctx, g.store, email, req.Password, req.Role, req.Workspaces, g.now())
+	if err != nil {
 		if IsConflict(err) {
 			return conflict("a member with email %s exists already", email)
 		}
+		if errors.Is(err, errNeedPassword) {
+			return badRequest("field \"password\": want %d to 1024 characters", minPassword)
+		}
 		return err
 	}
-	return c.json(http.StatusCreated, a.public())
+	out := a.public()
+	out.Existing = existing
+	return c.json(http.StatusCreated, out)
 }
 
 // getAccount reads member id (checked), or answers 404.
@@ -166,6 +178,7 @@ func (g *Gateway) handleDeleteMember(c *call) error {
 		}
 		return err
 	}
+	g.leaveTenant(c.ctx, a.ID)
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil
 }

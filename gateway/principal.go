@@ -28,7 +28,10 @@ const (
 // cookie, an API key, or a run's grant.
 type principal struct {
 	actor api.Actor
-	Role  api.Role
+	// tenant is the one tenant the caller acts in (serveRoute puts it
+	// into the call's context).
+	tenant string
+	Role   api.Role
 	// Workspaces limits the caller; empty is every workspace.
 	Workspaces []string
 	cred       api.CredentialRef
@@ -89,6 +92,14 @@ func (g *Gateway) authenticateKey(ctx context.Context, tok string) (*principal, 
 	if !ok || !ok2 || !validID(prefixKey+id, prefixKey) || secret == "" {
 		return nil, unauthorized("API key: want rk_<id>_<secret> as POST /v1/keys answered it")
 	}
+	// The key's tenant first: its record is scoped.
+	var kt keyTenantRecord
+	if _, err := getRecord(ctx, g.store, kindKeyTenant, prefixKey+id, &kt); IsNotFound(err) || err == nil && kt.Tenant == "" {
+		return nil, unauthorized("API key %s%s does not exist (deleted?)", prefixKey, id)
+	} else if err != nil {
+		return nil, err
+	}
+	ctx = withTenant(ctx, kt.Tenant)
 	var k keyRecord
 	version, err := getRecord(ctx, g.store, kindKey, prefixKey+id, &k)
 	if IsNotFound(err) {
@@ -108,7 +119,7 @@ func (g *Gateway) authenticateKey(ctx context.Context, tok string) (*principal, 
 		}
 	}
 	return &principal{
-		actor: api.Actor{Kind: "key", ID: k.ID}, Role: k.Role, Workspaces: k.Workspaces,
+		actor: api.Actor{Kind: "key", ID: k.ID}, tenant: kt.Tenant, Role: k.Role, Workspaces: k.Workspaces,
 		cred: api.CredentialRef{Kind: "key", ID: k.ID}, key: &k,
 	}, nil
 }
@@ -125,8 +136,15 @@ func (g *Gateway) authenticateGrant(ctx context.Context, tok string) (*principal
 	if err != nil {
 		return nil, err
 	}
+	if c.Tenant == "" {
+		// A grant from before tenants: its run moved to the default
+		// tenant (migrate.go).
+		if c.Tenant, err = migratedTenant(ctx, g.store); err != nil {
+			return nil, err
+		}
+	}
 	return &principal{
-		actor: api.Actor{Kind: "grant", ID: c.Run}, Role: api.RoleEditor, Workspaces: []string{c.Workspace},
+		actor: api.Actor{Kind: "grant", ID: c.Run}, tenant: c.Tenant, Role: api.RoleEditor, Workspaces: []string{c.Workspace},
 		cred: api.CredentialRef{Kind: "grant", ID: c.ID}, grant: c,
 	}, nil
 }
@@ -147,10 +165,14 @@ func (g *Gateway) authenticateSession(ctx context.Context, tok string) (*princip
 		}
 		return nil, unauthorized("sign-in expired: sign in again")
 	}
+	if s.Tenant == "" {
+		return nil, unauthorized("sign-in from before accounts: sign in again")
+	}
+	ctx = withTenant(ctx, s.Tenant)
 	var a accountRecord
 	if _, err := getRecord(ctx, g.store, kindAccount, s.Account, &a); err != nil {
 		if IsNotFound(err) {
-			return nil, unauthorized("the account of this sign-in no longer exists")
+			return nil, unauthorized("the membership of this sign-in no longer exists")
 		}
 		return nil, err
 	}
@@ -162,7 +184,7 @@ func (g *Gateway) authenticateSession(ctx context.Context, tok string) (*princip
 		return nil, unauthorized("the member was changed or removed since this sign-in: sign in again")
 	}
 	return &principal{
-		actor: api.Actor{Kind: "account", ID: a.ID}, Role: a.Role, Workspaces: a.Workspaces,
+		actor: api.Actor{Kind: "account", ID: a.ID}, tenant: s.Tenant, Role: a.Role, Workspaces: a.Workspaces,
 		cred: api.CredentialRef{Kind: "session", ID: sessionRef(sid)}, cookie: true, csrf: csrfToken(tok), account: &a,
 	}, nil
 }

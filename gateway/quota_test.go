@@ -112,7 +112,7 @@ func TestQuotaConcurrent(t *testing.T) {
 	f := quotaFixture(t, Quotas{LiveRunsPerWorkspace: 6, LiveRunsPerPrincipal: 100, QueuedStepsPerWorkspace: 100, QueuedStepsPerPrincipal: 100})
 	cfg := DefaultConfig()
 	cfg.Site, cfg.OwnerEmail, cfg.Quotas = testSite, "", f.g.cfg.Quotas
-	peer, err := New(cfg, f.store, f.sched, testLogger(t))
+	peer, err := New(cfg, f.raw, f.sched, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

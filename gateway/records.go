@@ -10,14 +10,47 @@ import (
 // Secrets are never stored: passwords as argon2id hashes, key secrets and
 // sign-in tokens as SHA-256 digests.
 
-// accountRecord is a person (kind "account", id accountID(email)).
+// tenantRecord is a tenant (kind "tenant", global, id "acct-..."): an
+// organisation whose records are stored under its id (tenant.go).
+type tenantRecord struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// personRecord is a person (kind "person", global, id accountID(email)):
+// who signs in. Their memberships are the scoped account records of the
+// same id; Tenants lists the tenants they were made a member of (a hint
+// that GET /v1/accounts checks against the membership records).
+type personRecord struct {
+	ID           string    `json:"id"`
+	Email        string    `json:"email"`
+	PasswordHash string    `json:"password_hash"`
+	CreatedAt    time.Time `json:"created_at"`
+	Tenants      []string  `json:"tenants,omitempty"`
+	// LastTenant is the tenant the person signed in to or switched to
+	// last: the next sign-in starts there.
+	LastTenant string `json:"last_tenant,omitempty"`
+}
+
+// keyTenantRecord says which tenant an API key belongs to (kind
+// "key_tenant", global, id the key's): what a bearer key needs before a
+// tenant is known.
+type keyTenantRecord struct {
+	Tenant string `json:"tenant"`
+}
+
+// accountRecord is a member of a tenant (kind "account", scoped, id
+// accountID(email), the id of their person record).
 type accountRecord struct {
 	ID    string   `json:"id"`
 	Email string   `json:"email"`
 	Role  api.Role `json:"role"`
 	// Workspaces limits the member to these workspaces; empty is all.
-	Workspaces   []string  `json:"workspaces,omitempty"`
-	PasswordHash string    `json:"password_hash"`
+	Workspaces []string `json:"workspaces,omitempty"`
+	// PasswordHash is set only in a record from before tenants, which
+	// was the person too: migrate.go moves it to the person record.
+	PasswordHash string    `json:"password_hash,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
 	// Generation is random, made anew whenever the member is created or
 	// changed: a sign-in is valid only for the generation it was made
@@ -39,11 +72,16 @@ type keyRecord struct {
 	LastUsedAt time.Time `json:"last_used_at,omitzero"`
 }
 
-// signinRecord is a person's sign-in session (kind "signin", id the hex
-// SHA-256 of the cookie's token).
+// signinRecord is a person's sign-in session (kind "signin", global, id
+// the hex SHA-256 of the cookie's token).
 type signinRecord struct {
+	// Account is the person's id.
 	Account string `json:"account"`
-	// Generation is the account's when the sign-in was made.
+	// Tenant is the tenant the sign-in acts in (POST /v1/auth/switch
+	// moves it).
+	Tenant string `json:"tenant"`
+	// Generation is the membership's in Tenant when the sign-in was made
+	// or moved.
 	Generation string    `json:"generation,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	ExpiresAt  time.Time `json:"expires_at"`
@@ -52,7 +90,9 @@ type signinRecord struct {
 // bootstrapRecord marks who creates the first owner (kind "bootstrap", id
 // "owner"): the gateway whose create wins.
 type bootstrapRecord struct {
-	Account   string    `json:"account"`
+	Account string `json:"account"`
+	// Tenant is the account the bootstrap creates.
+	Tenant    string    `json:"tenant,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 }
 

@@ -173,7 +173,7 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("first pass = %+v, %v; want no run deleted (none past retention), one expired sign-in", res, err)
 	}
 	advance(45 * time.Minute) // the first runs are 75 minutes old, the young one 45
-	peer, err := New(f.g.cfg, f.store, f.sched, testLogger(t))
+	peer, err := New(f.g.cfg, f.raw, f.sched, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,8 @@ func (g *Gateway) routeTable() []route {
 		{pattern: "POST /v1/auth/signin", least: api.RoleNone, action: "auth.signin", handle: g.handleSignin},
 		{pattern: "POST /v1/auth/signout", least: api.RoleViewer, person: true, action: "auth.signout", handle: g.handleSignout},
 		{pattern: "GET /v1/me", least: api.RoleViewer, handle: g.handleMe},
+		{pattern: "GET /v1/accounts", least: api.RoleViewer, handle: g.handleAccounts},
+		{pattern: "POST /v1/auth/switch", least: api.RoleViewer, person: true, action: "auth.switch", handle: g.handleSwitch},
 
 		{pattern: "GET /v1/workspaces", least: api.RoleViewer, handle: g.handleWorkspaces},
 		{pattern: "POST /v1/workspaces", least: api.RoleAdmin, org: true, action: "workspace.create", handle: g.handleCreateWorkspace},
@@ -145,8 +147,10 @@ func (c *call) json(status int, v any) error {
 func (c *call) decode(v any) error { return decodeBody(c.w, c.r, v, false) }
 
 // serveRoute is the one middleware of every API route: it authenticates
-// the caller, checks the route's role, person and organisation rules and
-// the CSRF token, runs the handler, writes its error, and appends the
+// the caller, puts the caller's tenant into the call's context (every
+// record the handler reads or writes is then that tenant's, tenant.go),
+// checks the route's role, person and organisation rules and the CSRF
+// token, runs the handler, writes its error, and appends the
 // audit entry of every write.
 func (g *Gateway) serveRoute(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -186,6 +190,9 @@ func (g *Gateway) authorize(c *call, rt route) error {
 		return unauthorized("no credential: sign in (cookie %s) or send Authorization: Bearer rk_<id>_<secret>", cookieName)
 	}
 	c.p = p
+	// From here on every record the call reads or writes is its
+	// tenant's (tenant.go).
+	c.ctx = withTenant(c.ctx, p.tenant)
 	if p.cookie {
 		// A browser sends Origin with every cross-site request: refuse any
 		// not from the site; a websocket must send it.

@@ -528,7 +528,7 @@ func (g *Gateway) handleStream(c *call) error {
 	}
 	interactive := rs.Spec.TTY && c.p.Role >= api.RoleEditor
 	st := relay.Stream{StepID: rs.ID, From: from, Interactive: interactive,
-		Check: func(ctx context.Context) error { return g.recheck(ctx, c.r, run.Workspace, interactive) }}
+		Check: func(ctx context.Context) error { return g.recheck(ctx, c.r, c.p.tenant, run.Workspace, interactive) }}
 	if interactive {
 		// Terminal input is audited per stream, not per keystroke: when
 		// it opens, and when it closes with what it sent.
@@ -548,7 +548,7 @@ func (g *Gateway) handleStream(c *call) error {
 // signed-out, deleted or changed member, or a deleted key, is refused
 // (*relay.Revoked); a store that does not answer is an error the stream
 // outlives.
-func (g *Gateway) recheck(ctx context.Context, r *http.Request, ws string, interactive bool) error {
+func (g *Gateway) recheck(ctx context.Context, r *http.Request, tenant, ws string, interactive bool) error {
 	p, err := g.authenticate(ctx, r)
 	var he *httpError
 	switch {
@@ -560,6 +560,9 @@ func (g *Gateway) recheck(ctx context.Context, r *http.Request, ws string, inter
 	case p == nil:
 		g.metrics.streamsRevoked.Inc()
 		return &relay.Revoked{Code: api.CloseUnauthorized, Reason: "no credential: sign in again"}
+	case p.tenant != tenant:
+		g.metrics.streamsRevoked.Inc()
+		return &relay.Revoked{Code: api.CloseForbidden, Reason: "you switched to another account"}
 	case !p.canSee(ws):
 		g.metrics.streamsRevoked.Inc()
 		return &relay.Revoked{Code: api.CloseForbidden, Reason: "you may no longer read this workspace"}

@@ -22,7 +22,7 @@ func TestToolEnv(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
 	step := api.Author{Kind: api.AuthorStep, ID: "run-tools-0"}
-	env, err := f.g.toolEnv(ctx, wsMain, step)
+	env, err := f.g.toolEnv(f.in(ctx), wsMain, step)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestToolEnv(t *testing.T) {
 	}
 
 	// The library: readable at /library, never written.
-	lib, err := f.g.libraryID(ctx)
+	lib, err := f.g.libraryID(f.in(ctx))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,13 +15,15 @@ import (
 	"github.com/rodon-compute/rodon/internal/cli"
 )
 
-// bootstrapCmd creates the first owner and prints its password once.
+// bootstrapCmd creates the first account and its owner and prints the
+// owner's password once.
 func bootstrapCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gateway bootstrap", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cf clusterFlags
 	cf.register(fs)
 	email := fs.String("email", "", "the owner's email (required)")
+	name := fs.String("account-name", "default", "the first account's name")
 	if err := cli.ParseFlagsOnly(fs, args, "bootstrap"); err != nil {
 		return err
 	}
@@ -38,12 +40,12 @@ func bootstrapCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return bootstrap(ctx, sched, *email, stdout, stderr)
+	return bootstrap(ctx, sched, *email, *name, stdout, stderr)
 }
 
 // bootstrap is bootstrapCmd after the flags, on any store.
-func bootstrap(ctx context.Context, store gateway.Store, email string, stdout, stderr io.Writer) error {
-	res, err := gateway.Bootstrap(ctx, store, email, time.Now().UTC())
+func bootstrap(ctx context.Context, store gateway.Store, email, name string, stdout, stderr io.Writer) error {
+	res, err := gateway.BootstrapNamed(ctx, store, email, name, time.Now().UTC())
 	if err != nil {
 		return fmt.Errorf("--email %q: %w", email, err)
 	}
@@ -51,7 +53,7 @@ func bootstrap(ctx context.Context, store gateway.Store, email string, stdout, s
 		fmt.Fprintln(stderr, "gateway bootstrap: an owner exists already (or another gateway is creating one): nothing done")
 		return nil
 	}
-	fmt.Fprintf(stdout, "owner:    %s (%s)\npassword: %s\n", res.Email, res.AccountID, res.Password)
+	fmt.Fprintf(stdout, "account:  %s (%s)\nowner:    %s (%s)\npassword: %s\n", res.Tenant.Name, res.Tenant.ID, res.Email, res.AccountID, res.Password)
 	fmt.Fprintln(stderr, "gateway bootstrap: this password is shown once; keep it safe")
 	return nil
 }

@@ -1,6 +1,7 @@
 // Command gateway is Rodon's API gateway (docs/GATEWAY.md): `gateway
 // serve` serves the API, the web page and the step streams;
-// `gateway bootstrap` creates the first owner.
+// `gateway bootstrap` creates the first owner; `gateway account` creates
+// and lists accounts.
 package main
 
 import (
@@ -14,7 +15,9 @@ const usage = `usage: gateway COMMAND [FLAGS]
 
 Commands:
   serve [FLAGS]       serve the API and the web page
-  bootstrap [FLAGS]   create the first owner and print its one-time password
+  bootstrap [FLAGS]   create the first account and owner, and print its one-time password
+  account create|list [FLAGS]
+                      create an account with its owner, or list the accounts
 
 Run "gateway COMMAND -h" for its flags.
 `
@@ -28,6 +31,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"serve": func(args []string, _, stderr io.Writer) (int, error) { return 0, serveCmd(args, stderr) },
 		"bootstrap": func(args []string, stdout, stderr io.Writer) (int, error) {
 			return 0, bootstrapCmd(args, stdout, stderr)
+		},
+		"account": func(args []string, stdout, stderr io.Writer) (int, error) {
+			return 0, accountCmd(args, stdout, stderr)
 		},
 	}, cli.ExitError, args, stdout, stderr)
 }

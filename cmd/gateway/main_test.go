@@ -108,20 +108,20 @@ func TestSiteDefault(t *testing.T) {
 func TestBootstrapPrintsOnce(t *testing.T) {
 	store := schedulertest.New(t, schedulertest.Options{}).Client()
 	var out, errw bytes.Buffer
-	if err := bootstrap(t.Context(), store, "boss@example.com", &out, &errw); err != nil {
+	if err := bootstrap(t.Context(), store, "boss@example.com", "default", &out, &errw); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "password: ") || !strings.Contains(out.String(), "boss@example.com") {
 		t.Errorf("stdout = %q, want the owner and its password", out.String())
 	}
 	out.Reset()
-	if err := bootstrap(t.Context(), store, "boss@example.com", &out, &errw); err != nil {
+	if err := bootstrap(t.Context(), store, "boss@example.com", "default", &out, &errw); err != nil {
 		t.Fatal(err)
 	}
 	if out.Len() != 0 || !strings.Contains(errw.String(), "exists already") {
 		t.Errorf("second bootstrap: stdout %q stderr %q, want nothing printed and a note", out.String(), errw.String())
 	}
-	if err := bootstrap(t.Context(), store, "not-an-email", &out, &errw); err == nil || !strings.Contains(err.Error(), "--email") {
+	if err := bootstrap(t.Context(), store, "not-an-email", "default", &out, &errw); err == nil || !strings.Contains(err.Error(), "--email") {
 		t.Errorf("bootstrap(bad email) = %v, want an error naming --email", err)
 	}
 }
@@ -181,5 +181,33 @@ func TestSettingsReachTheGateway(t *testing.T) {
 	if err != nil || c.Quotas.LiveRunsPerWorkspace != 7 || c.SignIn.Hashing != 2 || c.Timeouts.Write != 5*time.Second ||
 		c.RunRetention != 48*time.Hour || c.MaintenanceInterval != 10*time.Second || c.ApprovalTTL != time.Hour || f.settings.streamRecheck != 5*time.Second {
 		t.Errorf("set: %+v (recheck %v), %v; want the flags' values", c, f.settings.streamRecheck, err)
+	}
+}
+
+// TestAccountCreateAndList: `gateway account create` makes an account
+// with a new owner (password shown once) or an existing person (none),
+// and `gateway account list` shows them.
+func TestAccountCreateAndList(t *testing.T) {
+	store := schedulertest.New(t, schedulertest.Options{}).Client()
+	var out, errw bytes.Buffer
+	if err := accountCreate(t.Context(), store, "Acme", "ada@example.com", false, &out, &errw); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Acme") || !strings.Contains(out.String(), "password: ") {
+		t.Errorf("create stdout = %q, want the account and a password", out.String())
+	}
+	out.Reset()
+	if err := accountCreate(t.Context(), store, "Beta", "ada@example.com", true, &out, &errw); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "owner_password") {
+		t.Errorf("create for an existing person = %s, want no password", out.String())
+	}
+	out.Reset()
+	if err := accountList(t.Context(), store, false, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Acme") || !strings.Contains(out.String(), "Beta") {
+		t.Errorf("list = %q, want both accounts", out.String())
 	}
 }

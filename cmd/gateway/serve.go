@@ -28,6 +28,7 @@ type serveFlags struct {
 	httpsCert  string
 	httpsKey   string
 	ownerEmail string
+	ownerAcct  string
 	sessionTTL time.Duration
 	logLevel   string
 	settings   settings
@@ -146,6 +147,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 		"(a public certificate, or `scheduler tls issue --role gateway --name NAME --host HOST`)")
 	fs.StringVar(&f.httpsKey, "https-key", "", "private key (PEM) of --https-cert")
 	fs.StringVar(&f.ownerEmail, "owner-email", d.OwnerEmail, "email of the owner created on first start when the scheduler has none")
+	fs.StringVar(&f.ownerAcct, "account-name", d.AccountName, "name of the first account, created with that owner")
 	fs.DurationVar(&f.sessionTTL, "session-ttl", d.SessionTTL, "how long a sign-in lasts")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.settings.register(fs)
@@ -193,6 +195,7 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *gateway.Publi
 			cli.ErrUsage, f.listen, f.cluster.name)
 	}
 	c.Listen, c.DataDir, c.OwnerEmail, c.SessionTTL = f.listen, f.dataDir, f.ownerEmail, f.sessionTTL
+	c.AccountName = f.ownerAcct
 	c.Name = f.cluster.name
 	c.Site = strings.TrimSuffix(f.site, "/")
 	switch {

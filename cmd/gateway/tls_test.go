@@ -136,7 +136,7 @@ func TestBootstrapOverTLS(t *testing.T) {
 				t.Fatalf("connect() = %v", err)
 			}
 			var stdout, stderr strings.Builder
-			err = bootstrap(t.Context(), c, "boss@example.com", &stdout, &stderr)
+			err = bootstrap(t.Context(), c, "boss@example.com", "default", &stdout, &stderr)
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("bootstrap against %s = %v, want %q", tc.name, err, tc.want)
 			}
