@@ -133,6 +133,9 @@ type AuditDropAnswer struct {
 // AuditDocument is the gateway's audit document (AuditEntry.Entry of
 // GET /v1/audit); the scheduler adds the time and sequence number.
 type AuditDocument struct {
+	// Account is the tenant the call acted in (its id, acct-...); empty
+	// for a failed sign-in of an unknown email, which has none.
+	Account string `json:"account,omitempty"`
 	// Who is the account or key id; empty for a failed sign-in of an
 	// unknown email.
 	Who        string         `json:"who"`

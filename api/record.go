@@ -30,6 +30,12 @@ type Record struct {
 type AuditEntry struct {
 	Seq  uint64    `json:"seq"`
 	Time time.Time `json:"time"`
+	// Tenant, Who and Action are what the entry was appended with (see
+	// AppendAuditRequest): the typed fields GET /v1/audit filters by.
+	// Entries appended before tenants existed have no Tenant.
+	Tenant string `json:"tenant,omitempty"`
+	Who    string `json:"who,omitempty"`
+	Action string `json:"action,omitempty"`
 	// Entry is the gateway's audit document (who, role, credential,
 	// what, result), at most 64 KiB.
 	Entry json.RawMessage `json:"entry"`
@@ -48,14 +54,40 @@ type PutRecordRequest struct {
 type AppendAuditRequest struct {
 	// Entry is a JSON object of at most 64 KiB.
 	Entry json.RawMessage `json:"entry"`
+	// Tenant is the tenant the entry belongs to ("" for none: the
+	// operator's); Who and Action say who did what. They are the fields
+	// the log is filtered by (AuditFilter), each at most 200 bytes without
+	// control characters; the scheduler never reads them out of Entry.
+	Tenant string `json:"tenant,omitempty"`
+	Who    string `json:"who,omitempty"`
+	Action string `json:"action,omitempty"`
+}
+
+// AuditFilter selects entries of the scheduler's GET /v1/audit: those of
+// one tenant (Tenant, "" being the entries without one, written before
+// tenants or by the operator), or of every tenant if AllTenants (the
+// operator's view); then, when set, those by Who, of Action, at or after
+// Since and before Until, numbered above After.
+type AuditFilter struct {
+	AllTenants   bool
+	Tenant       string
+	Who, Action  string
+	Since, Until time.Time
+	After        uint64
 }
 
 // DropAuditRequest is the body of POST /v1/audit/drop: drop the audit
 // entries numbered below Before (after exporting them); By says who asked
 // (the gateway fills it), and is recorded in the entry the drop appends.
+//
+// With Tenant set (even to ""), only that tenant's entries are dropped,
+// and the entry saying so is the tenant's; without, every tenant's are
+// (the operator's retention). Who is the typed "who" of that entry.
 type DropAuditRequest struct {
 	Before uint64          `json:"before"`
 	By     json.RawMessage `json:"by,omitempty"`
+	Tenant *string         `json:"tenant,omitempty"`
+	Who    string          `json:"who,omitempty"`
 }
 
 // DropAuditAnswer is the answer of POST /v1/audit/drop: how many entries

@@ -43,7 +43,7 @@ func TestCommandTypesStable(t *testing.T) {
 	}
 	// The record store's and the audit log's commands are the scheduler's
 	// (scheduler.TestRecordCommandTypes pins them); their numbers are here.
-	scheduler := map[CommandType]CommandType{16: CmdRecordPut, 17: CmdRecordDelete, 18: CmdAuditAppend, 24: CmdAuditDrop}
+	scheduler := map[CommandType]CommandType{16: CmdRecordPut, 17: CmdRecordDelete, 18: CmdAuditAppend, 24: CmdAuditDrop, 27: CmdAuditDropTenant}
 	for n, c := range scheduler {
 		if c != n {
 			t.Errorf("scheduler command %s = %d, want %d", c, c, n)

@@ -258,7 +258,7 @@ func (g *Gateway) audit(c *call, action, result string) {
 
 // auditDoc is c's audit document.
 func (g *Gateway) auditDoc(c *call, action, result string) api.AuditDocument {
-	e := api.AuditDocument{Action: action, Target: c.target, Result: result, Client: clientAddr(c.r).String()}
+	e := api.AuditDocument{Account: tenantFrom(c.ctx), Action: action, Target: c.target, Result: result, Client: clientAddr(c.r).String()}
 	if c.p != nil {
 		e.Who, e.Role, e.Credential = c.p.actor.ID, c.p.Role.String(), &c.p.cred
 	}
@@ -269,14 +269,16 @@ func (g *Gateway) auditDoc(c *call, action, result string) api.AuditDocument {
 	return e
 }
 
-// appendAudit appends e for call c.
+// appendAudit appends e for call c, as an entry of e's tenant (none for a
+// failed sign-in of an unknown email) with its who and action as the
+// entry's typed fields.
 func (g *Gateway) appendAudit(c *call, e api.AuditDocument) {
 	action, result := e.Action, e.Result
 	b, _ := json.Marshal(e)
 	// The write is done even when the client went away: audit it anyway.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), auditTimeout)
 	defer cancel()
-	if _, err := g.store.AppendAudit(ctx, b); err != nil {
+	if _, err := g.store.AppendAuditEntry(ctx, api.AppendAuditRequest{Entry: b, Tenant: e.Account, Who: e.Who, Action: e.Action}); err != nil {
 		g.metrics.auditFailures.Inc()
 		g.log.Error("append audit entry", "action", action, "who", e.Who, "target", e.Target, "result", result, "error", err)
 	}

@@ -28,12 +28,17 @@ type Store interface {
 	ListRecordsPage(ctx context.Context, kind, prefix string, limit int, cursor string) (recs []api.Record, next string, err error)
 	PutRecord(ctx context.Context, kind, id string, version uint64, value json.RawMessage) (api.Record, error)
 	DeleteRecord(ctx context.Context, kind, id string, version uint64) error
-	AppendAudit(ctx context.Context, entry json.RawMessage) (api.AuditEntry, error)
-	Audit(ctx context.Context, after uint64, limit int) ([]api.AuditEntry, error)
-	// DropAudit drops the audit entries before sequence number before and
-	// appends an entry saying so, naming by (who asked); it returns how
+	// AppendAuditEntry appends an audit entry of req.Tenant.
+	AppendAuditEntry(ctx context.Context, req api.AppendAuditRequest) (api.AuditEntry, error)
+	// AuditPage reads a page of the audit entries that match f: the
+	// gateway always names the tenant (f.AllTenants is the operator's).
+	// A page may hold fewer than limit entries and still have a next.
+	AuditPage(ctx context.Context, f api.AuditFilter, limit int, cursor string) (entries []api.AuditEntry, next string, err error)
+	// DropTenantAudit drops tenant's audit entries before sequence number
+	// before, leaving every other tenant's, and appends an entry of the
+	// tenant saying so, naming who and by (who asked); it returns how
 	// many were dropped.
-	DropAudit(ctx context.Context, before uint64, by json.RawMessage) (dropped uint64, err error)
+	DropTenantAudit(ctx context.Context, tenant string, before uint64, who string, by json.RawMessage) (dropped uint64, err error)
 }
 
 // Steps is the scheduler's step API, as the gateway uses it. *client.Client

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -114,66 +113,4 @@ func (g *Gateway) handleSessions(c *call) error {
 		out = append(out, r.Value)
 	}
 	return c.page("sessions", out, next)
-}
-
-// handleAudit is the export of the audit log: entries oldest first,
-// after ?after=SEQ or from ?cursor= (X-Next-Cursor of the page before).
-func (g *Gateway) handleAudit(c *call) error {
-	q := c.r.URL.Query()
-	pg, err := parsePage(q, "audit")
-	if err != nil {
-		return err
-	}
-	var after uint64
-	if s := q.Get("after"); s != "" {
-		if pg.at != (position{}) {
-			return badRequest("query parameters after and cursor: give one")
-		}
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return badRequest("query parameter after %q: want a non-negative integer (an entry's seq)", truncateText(s, 30))
-		}
-		after = v
-	}
-	if pg.at.store != "" {
-		v, err := strconv.ParseUint(pg.at.store, 10, 64)
-		if err != nil {
-			return badRequest("query parameter cursor: not a cursor of audit")
-		}
-		after = v
-	}
-	entries, err := g.store.Audit(c.ctx, after, pg.limit)
-	if err != nil {
-		return err
-	}
-	if entries == nil {
-		entries = []api.AuditEntry{}
-	}
-	var next position
-	if len(entries) == pg.limit {
-		next.store = strconv.FormatUint(entries[len(entries)-1].Seq, 10)
-	}
-	return c.page("audit", entries, next)
-}
-
-// handleDropAudit drops the audit entries before a seq, through the
-// scheduler, which appends an entry saying so and naming the caller (the
-// gateway's audit document of this call, as "by"): that entry is the
-// drop's audit.
-func (g *Gateway) handleDropAudit(c *call) error {
-	var req api.AuditDropRequest
-	if err := c.decode(&req); err != nil {
-		return err
-	}
-	if req.Before == 0 {
-		return badRequest("field \"before\": want the seq of the first entry to keep (export the entries before it first)")
-	}
-	c.target = "before " + strconv.FormatUint(req.Before, 10)
-	by, _ := json.Marshal(g.auditDoc(c, "audit.drop", "ok"))
-	n, err := g.store.DropAudit(c.ctx, req.Before, by)
-	if err != nil {
-		return err
-	}
-	c.audited = true
-	return c.json(http.StatusOK, api.AuditDropAnswer{Dropped: n})
 }

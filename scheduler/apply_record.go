@@ -67,8 +67,11 @@ func (st *State) applyAuditAppend(_ uint64, c *AuditAppend) any {
 	if err := validateAuditEntry(c.Entry); err != nil {
 		return fmt.Errorf("audit entry: %w", err)
 	}
-	e := &AuditEntry{Seq: st.auditSeq() + 1, Time: c.At, Entry: c.Entry}
-	st.audit = append(st.audit, e)
+	if err := validateAuditFields(c.Tenant, c.Who, c.Action); err != nil {
+		return fmt.Errorf("audit entry: %w", err)
+	}
+	e := &AuditEntry{Seq: st.auditSeq() + 1, Time: c.At, Tenant: c.Tenant, Who: c.Who, Action: c.Action, Entry: c.Entry}
+	st.addAudit(e)
 	out := e.clone()
 	return &out
 }
@@ -101,30 +104,73 @@ func validateAuditBy(by json.RawMessage) error {
 // that says so (see AuditDrop); it returns *AuditDropResult.
 func (st *State) applyAuditDrop(_ uint64, c *AuditDrop) any {
 	last := st.auditSeq()
-	switch {
-	case c.Before == 0:
-		return fmt.Errorf("audit drop: before 0: want the sequence number of the first entry to keep: %w", ErrInvalid)
-	case c.Before > last+1:
-		return fmt.Errorf("audit drop: before %d: the last entry is %d, so at most %d (drop them all): %w", c.Before, last, last+1, ErrInvalid)
-	}
-	if err := validateAuditBy(c.By); err != nil {
-		return fmt.Errorf("audit drop: by: %w", err)
+	if err := checkAuditDrop(c.Before, last, c.By, c.Who); err != nil {
+		return fmt.Errorf("audit drop: %w", err)
 	}
 	i, _ := slices.BinarySearchFunc(st.audit, c.Before, func(e *AuditEntry, seq uint64) int { return cmp.Compare(e.Seq, seq) })
 	// A new array: the dropped entries' memory goes, and a snapshot that
 	// holds the old prefix keeps it whole.
 	st.audit = slices.Clone(st.audit[i:])
+	st.indexAudit()
+	e := &AuditEntry{Seq: last + 1, Time: c.At, Who: c.Who, Action: auditDropAction, Entry: auditDropDoc(c.Before, uint64(i), c.By)}
+	st.addAudit(e)
+	return &AuditDropResult{Dropped: uint64(i), Entry: e.clone()}
+}
+
+// applyAuditDropTenant drops c.Tenant's entries below c.Before and
+// appends, in c.Tenant, the entry that says so (see AuditDropTenant); it
+// returns *AuditDropResult.
+func (st *State) applyAuditDropTenant(_ uint64, c *AuditDropTenant) any {
+	last := st.auditSeq()
+	if err := checkAuditDrop(c.Before, last, c.By, c.Who); err != nil {
+		return fmt.Errorf("audit drop of tenant %q: %w", c.Tenant, err)
+	}
+	if err := validateAuditFields(c.Tenant, "", ""); err != nil {
+		return fmt.Errorf("audit drop: %w", err)
+	}
+	own := st.auditByTenant[c.Tenant]
+	i, _ := slices.BinarySearchFunc(own, c.Before, func(e *AuditEntry, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	if i > 0 {
+		// New arrays, as in applyAuditDrop: a snapshot keeps the old one.
+		st.audit = slices.DeleteFunc(slices.Clone(st.audit), func(e *AuditEntry) bool {
+			return e.Tenant == c.Tenant && e.Seq < c.Before
+		})
+		st.auditByTenant[c.Tenant] = slices.Clone(own[i:])
+	}
+	e := &AuditEntry{Seq: last + 1, Time: c.At, Tenant: c.Tenant, Who: c.Who, Action: auditDropAction, Entry: auditDropDoc(c.Before, uint64(i), c.By)}
+	st.addAudit(e)
+	return &AuditDropResult{Dropped: uint64(i), Entry: e.clone()}
+}
+
+// auditDropAction is the action of the entry a drop appends.
+const auditDropAction = "audit.drop"
+
+// checkAuditDrop checks a drop's before (1 to last+1), by and who;
+// errors wrap ErrInvalid.
+func checkAuditDrop(before, last uint64, by json.RawMessage, who string) error {
+	switch {
+	case before == 0:
+		return fmt.Errorf("before 0: want the sequence number of the first entry to keep: %w", ErrInvalid)
+	case before > last+1:
+		return fmt.Errorf("before %d: the last entry is %d, so at most %d (drop them all): %w", before, last, last+1, ErrInvalid)
+	}
+	if err := validateAuditBy(by); err != nil {
+		return fmt.Errorf("by: %w", err)
+	}
+	return validateAuditFields("", who, "")
+}
+
+// auditDropDoc is the document of the entry a drop appends.
+func auditDropDoc(before, dropped uint64, by json.RawMessage) json.RawMessage {
 	doc := struct {
 		Action  string          `json:"action"`
 		Before  uint64          `json:"before"`
 		Dropped uint64          `json:"dropped"`
 		By      json.RawMessage `json:"by,omitempty"`
-	}{"audit.drop", c.Before, uint64(i), c.By}
+	}{auditDropAction, before, dropped, by}
 	b, err := json.Marshal(doc)
 	if err != nil {
-		panic(fmt.Sprintf("fsm: encode audit drop entry: %v", err)) // By was validated
+		panic(fmt.Sprintf("fsm: encode audit drop entry: %v", err)) // by was validated
 	}
-	e := &AuditEntry{Seq: last + 1, Time: c.At, Entry: b}
-	st.audit = append(st.audit, e)
-	return &AuditDropResult{Dropped: uint64(i), Entry: e.clone()}
+	return b
 }

@@ -36,11 +36,11 @@ func audit(entry string, sec int) AuditAppend {
 // TestRecordCommandTypes pins the numbers and names of the record store's
 // log entry types, which are in every stored Raft log.
 func TestRecordCommandTypes(t *testing.T) {
-	for n, c := range map[cluster.CommandType]cluster.Command{16: RecordPut{}, 17: RecordDelete{}, 18: AuditAppend{}, 24: AuditDrop{}} {
+	for n, c := range map[cluster.CommandType]cluster.Command{16: RecordPut{}, 17: RecordDelete{}, 18: AuditAppend{}, 24: AuditDrop{}, 27: AuditDropTenant{}} {
 		if c.CommandType() != n || c.CommandType().Ignorable() {
 			t.Errorf("%T.CommandType() = %d, want %d, not ignorable", c, c.CommandType(), n)
 		}
-		want := map[cluster.CommandType]string{16: "record_put", 17: "record_delete", 18: "audit_append", 24: "audit_drop"}[n]
+		want := map[cluster.CommandType]string{16: "record_put", 17: "record_delete", 18: "audit_append", 24: "audit_drop", 27: "audit_drop_tenant"}[n]
 		if got := n.String(); got != want {
 			t.Errorf("CommandType(%d).String() = %q, want %q", n, got, want)
 		}

@@ -30,21 +30,43 @@ type RecordDelete struct {
 
 // AuditAppend appends Entry to the audit log with the leader's time At;
 // the FSM numbers it (the last sequence number plus one).
+// Tenant, Who and Action are the entry's typed fields (AuditEntry).
 type AuditAppend struct {
-	Entry json.RawMessage `json:"entry"`
-	At    time.Time       `json:"at"`
+	Entry  json.RawMessage `json:"entry"`
+	Tenant string          `json:"tenant,omitempty"`
+	Who    string          `json:"who,omitempty"`
+	Action string          `json:"action,omitempty"`
+	At     time.Time       `json:"at"`
 }
 
 // AuditDrop drops the audit entries numbered below Before (the retention
 // of the audit log: an owner exported them first) and appends, with the
 // next number, an entry saying so: {"action": "audit.drop", "before",
 // "dropped", "by"}, where By (a JSON value the gateway fills) says who
-// asked. Entries are never changed otherwise.
+// asked. Entries are never changed otherwise. It drops every tenant's
+// entries (the operator's retention); AuditDropTenant drops one tenant's.
+// Who is the typed who of the entry it appends.
 type AuditDrop struct {
 	Before uint64          `json:"before"`
 	By     json.RawMessage `json:"by,omitempty"`
+	Who    string          `json:"who,omitempty"`
 	At     time.Time       `json:"at"`
 }
+
+// AuditDropTenant is AuditDrop for the entries of one tenant: it drops
+// Tenant's entries numbered below Before, leaves every other tenant's,
+// and appends the entry saying so as an entry of Tenant ("" is the
+// entries without a tenant).
+type AuditDropTenant struct {
+	Tenant string          `json:"tenant"`
+	Before uint64          `json:"before"`
+	By     json.RawMessage `json:"by,omitempty"`
+	Who    string          `json:"who,omitempty"`
+	At     time.Time       `json:"at"`
+}
+
+// CommandType implements cluster.Command.
+func (AuditDropTenant) CommandType() cluster.CommandType { return cluster.CmdAuditDropTenant }
 
 // CommandType implements cluster.Command.
 func (AuditDrop) CommandType() cluster.CommandType { return cluster.CmdAuditDrop }

@@ -97,6 +97,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return st.applyAuditAppend(idx, decode[AuditAppend](l))
 	case cluster.CmdAuditDrop:
 		return st.applyAuditDrop(idx, decode[AuditDrop](l))
+	case cluster.CmdAuditDropTenant:
+		return st.applyAuditDropTenant(idx, decode[AuditDropTenant](l))
 	case cluster.CmdCommitRevision:
 		return st.applyCommitRevision(idx, decode[cluster.CommitRevision](l))
 	default:

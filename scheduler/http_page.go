@@ -31,6 +31,7 @@ const (
 	cursorRecords = 'r'
 	cursorNodes   = 'n'
 	cursorMembers = 'm'
+	cursorAudit   = 'a'
 )
 
 // page is the ?limit= and ?cursor= of a list request.

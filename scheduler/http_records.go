@@ -4,26 +4,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 )
 
 // The record store and the audit log (docs/PROTOCOL.md, "Records and
 // audit"): the gateway keeps all its state here.
-
-// Limits of GET /v1/audit.
-const (
-	defaultAuditLimit = 100
-	maxAuditLimit     = 1000
-)
 
 func apiRecord(r Record) api.Record {
 	return api.Record{Kind: r.Kind, ID: r.ID, Version: r.Version, Value: r.Value, ModifyIndex: r.ModifyIndex}
 }
 
 func apiAuditEntry(e AuditEntry) api.AuditEntry {
-	return api.AuditEntry{Seq: e.Seq, Time: e.Time, Entry: e.Entry}
+	return api.AuditEntry{Seq: e.Seq, Time: e.Time, Tenant: e.Tenant, Who: e.Who, Action: e.Action, Entry: e.Entry}
 }
 
 // recordKind returns the {kind} of the path, or a 400.
@@ -168,6 +165,9 @@ func decodeAppendAudit(w http.ResponseWriter, r *http.Request) (api.AppendAuditR
 	if err := validateAuditEntry(req.Entry); err != nil {
 		return req, badRequest("field \"entry\": %s", trimInvalid(err))
 	}
+	if err := validateAuditFields(req.Tenant, req.Who, req.Action); err != nil {
+		return req, badRequest("field %s", trimInvalid(err))
+	}
 	return req, nil
 }
 
@@ -176,7 +176,7 @@ func (s *Server) handleAppendAudit(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	res, err := s.raft.Apply(r.Context(), AuditAppend{Entry: req.Entry, At: s.now()})
+	res, err := s.raft.Apply(r.Context(), AuditAppend{Entry: req.Entry, Tenant: req.Tenant, Who: req.Who, Action: req.Action, At: s.now()})
 	if err != nil {
 		return err
 	}
@@ -188,33 +188,64 @@ func (s *Server) handleAppendAudit(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
+// handleAudit lists the audit entries that match the query (auditQuery),
+// a page at a time.
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	var after uint64
-	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return badRequest("query parameter after %q: want the sequence number of the last entry seen, or 0", v)
-		}
-		after = n
+	p, err := pageOf(r, cursorAudit)
+	if err != nil {
+		return err
 	}
-	limit := defaultAuditLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return badRequest("query parameter limit %q: want 1 to %d entries", v, maxAuditLimit)
+	f, after, err := auditQuery(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	if p.key != "" {
+		n, err := strconv.ParseUint(p.key, 10, 64)
+		if err != nil {
+			return badRequest("query parameter cursor: not a cursor of this list: pass the %s header of the previous page", NextCursorHeader)
 		}
-		limit = min(n, maxAuditLimit)
+		after = max(after, n)
 	}
 	st := s.fsm.State()
 	idx := st.Index()
-	entries := st.Audit(after, limit)
+	entries, next, more := st.AuditPage(f, after, p.limit)
+	setNext(w, cursorAudit, strconv.FormatUint(next, 10), more)
 	out := make([]api.AuditEntry, len(entries))
 	for i, e := range entries {
 		out[i] = apiAuditEntry(e)
 	}
 	writeIndexed(w, http.StatusOK, idx, out)
 	return nil
+}
+
+// auditQuery parses the filter of GET /v1/audit: tenant (absent: every
+// tenant's entries; present, even empty: that tenant's), who, action,
+// since and until (RFC 3339), after (a seq). Errors are 400s naming the
+// parameter.
+func auditQuery(q url.Values) (f AuditFilter, after uint64, err error) {
+	f.AllTenants = !q.Has("tenant")
+	f.Tenant, f.Who, f.Action = q.Get("tenant"), q.Get("who"), q.Get("action")
+	if err := validateAuditFields(f.Tenant, f.Who, f.Action); err != nil {
+		return f, 0, badRequest("query parameter %s", trimInvalid(err))
+	}
+	for _, t := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		v := q.Get(t.name)
+		if v == "" {
+			continue
+		}
+		if *t.to, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return f, 0, badRequest("query parameter %s %.40q: want a time in RFC 3339, as 2026-03-01T12:00:00Z", t.name, v)
+		}
+	}
+	if v := q.Get("after"); v != "" {
+		if after, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return f, 0, badRequest("query parameter after %q: want the sequence number of the last entry seen, or 0", v)
+		}
+	}
+	return f, after, nil
 }
 
 func (s *Server) handleDropAudit(w http.ResponseWriter, r *http.Request) error {
@@ -229,7 +260,14 @@ func (s *Server) handleDropAudit(w http.ResponseWriter, r *http.Request) error {
 	if err := validateAuditBy(req.By); err != nil {
 		return badRequest("field \"by\": %s", trimInvalid(err))
 	}
-	res, err := s.raft.Apply(r.Context(), AuditDrop{Before: req.Before, By: req.By, At: s.now()})
+	if err := validateAuditFields(deref(req.Tenant), req.Who, ""); err != nil {
+		return badRequest("field %s", trimInvalid(err))
+	}
+	var cmd cluster.Command = AuditDrop{Before: req.Before, By: req.By, Who: req.Who, At: s.now()}
+	if req.Tenant != nil {
+		cmd = AuditDropTenant{Tenant: *req.Tenant, Before: req.Before, By: req.By, Who: req.Who, At: s.now()}
+	}
+	res, err := s.raft.Apply(r.Context(), cmd)
 	if err != nil {
 		return err
 	}
@@ -239,4 +277,11 @@ func (s *Server) handleDropAudit(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeIndexed(w, http.StatusOK, s.fsm.State().Index(), api.DropAuditAnswer{Dropped: d.Dropped, Entry: apiAuditEntry(d.Entry)})
 	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -35,9 +35,15 @@ func (r *Record) clone() Record {
 // removed only by an audit drop, which appends an entry saying so.
 type AuditEntry struct {
 	// Seq numbers the entries 1, 2, ... in the order they were appended.
-	Seq   uint64          `json:"seq"`
-	Time  time.Time       `json:"time"`
-	Entry json.RawMessage `json:"entry"`
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	// Tenant is the tenant the entry belongs to ("" for none: entries of
+	// the operator, and those appended before tenants existed); Who and
+	// Action say who did what. They are what listings filter by.
+	Tenant string          `json:"tenant,omitempty"`
+	Who    string          `json:"who,omitempty"`
+	Action string          `json:"action,omitempty"`
+	Entry  json.RawMessage `json:"entry"`
 }
 
 func (e *AuditEntry) clone() AuditEntry {

@@ -138,6 +138,15 @@ func TestServerBadRequests(t *testing.T) {
 		{"audit entry not an object", "POST", "/v1/audit", `{"entry":[1]}`, 400, api.CodeBadRequest, `field "entry": want a JSON object`},
 		{"audit entry too large", "POST", "/v1/audit", bigEntry, 400, api.CodeBadRequest, "at most 65536"},
 		{"audit unknown field", "POST", "/v1/audit", `{"entry":{},"seq":1}`, 400, api.CodeBadRequest, `unknown field "seq"`},
+		{"audit who too long", "POST", "/v1/audit", `{"entry":{},"who":"` + strings.Repeat("w", 201) + `"}`, 400, api.CodeBadRequest, `field who`},
+		{"audit tenant with a control character", "POST", "/v1/audit", `{"entry":{},"tenant":"a\u0000b"}`, 400, api.CodeBadRequest, `field tenant`},
+		{"audit bad since", "GET", "/v1/audit?since=yesterday", ``, 400, api.CodeBadRequest, "query parameter since"},
+		{"audit bad until", "GET", "/v1/audit?until=2026-13-01T00:00:00Z", ``, 400, api.CodeBadRequest, "query parameter until"},
+		{"audit bad cursor", "GET", "/v1/audit?cursor=nope", ``, 400, api.CodeBadRequest, "query parameter cursor"},
+		{"audit cursor of another list", "GET", "/v1/audit?cursor=" + encodeCursor(cursorRecords, "x"), ``, 400, api.CodeBadRequest, "query parameter cursor"},
+		{"audit who too long", "GET", "/v1/audit?who=" + strings.Repeat("w", 201), ``, 400, api.CodeBadRequest, "query parameter who"},
+		{"audit tenant with a control character", "GET", "/v1/audit?tenant=a%00b", ``, 400, api.CodeBadRequest, "query parameter tenant"},
+		{"audit drop tenant too long", "POST", "/v1/audit/drop", `{"before":1,"tenant":"` + strings.Repeat("t", 201) + `"}`, 400, api.CodeBadRequest, "field tenant"},
 		{"audit bad after", "GET", "/v1/audit?after=-1", ``, 400, api.CodeBadRequest, "query parameter after"},
 		{"audit zero limit", "GET", "/v1/audit?limit=0", ``, 400, api.CodeBadRequest, "query parameter limit"},
 		{"audit bad limit", "GET", "/v1/audit?limit=lots", ``, 400, api.CodeBadRequest, "query parameter limit"},
@@ -286,6 +295,8 @@ func FuzzDecodeRecordBodies(f *testing.F) {
 		`{"value":null}`,
 		`{"value":  { "spaced" :  true } }`,
 		`{"entry":{"who":"ann","what":"signin"}}`,
+		`{"entry":{"who":"ann"},"tenant":"acct-a","who":"ann","action":"auth.signin"}`,
+		`{"entry":{},"who":"a\u0001"}`,
 		`{"entry":[1]}`,
 		`{"entry":"x"}`,
 		`{"version":-1}`,
@@ -308,13 +319,16 @@ func FuzzDecodeRecordBodies(f *testing.F) {
 			}
 		}
 		if req, ok := decodeRequest(t, body, decodeAppendAudit); ok {
-			b, err := cluster.Encode(AuditAppend{Entry: req.Entry})
+			b, err := cluster.Encode(AuditAppend{Entry: req.Entry, Tenant: req.Tenant, Who: req.Who, Action: req.Action})
 			if err != nil {
 				t.Fatalf("decodeAppendAudit(%q) accepted an entry that does not encode: %v", body, err)
 			}
 			var c AuditAppend
 			if err := json.Unmarshal(b[1:], &c); err != nil || validateAuditEntry(c.Entry) != nil {
 				t.Fatalf("decodeAppendAudit(%q) accepted %s, which the FSM refuses: %v", body, c.Entry, validateAuditEntry(c.Entry))
+			}
+			if err := validateAuditFields(c.Tenant, c.Who, c.Action); err != nil {
+				t.Fatalf("decodeAppendAudit(%q) accepted fields the FSM refuses: %v", body, err)
 			}
 		}
 	})

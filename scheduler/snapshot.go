@@ -149,12 +149,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		fresh.ws.putRevision(r)
 	}
 	slices.SortFunc(fresh.audit, func(a, b *AuditEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	fresh.indexAudit()
 	st := f.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.takeNodesAndSteps(fresh)
 	st.members = fresh.members
-	st.records, st.recordOrder, st.audit = fresh.records, fresh.recordOrder, fresh.audit
+	st.records, st.recordOrder, st.audit, st.auditByTenant = fresh.records, fresh.recordOrder, fresh.audit, fresh.auditByTenant
 	st.gateways = fresh.gateways
 	st.ws = fresh.ws
 	st.reset = max(st.index, d.Index)

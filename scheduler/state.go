@@ -48,6 +48,10 @@ type State struct {
 	// appended, so a snapshot may hold a prefix of the slice; an audit
 	// drop replaces it with a new slice of the entries kept.
 	audit []*AuditEntry
+	// auditByTenant holds the same entries by tenant, each in sequence
+	// order ("" for the entries without a tenant); an apply replaces a
+	// tenant's slice rather than removing from it in place.
+	auditByTenant map[string][]*AuditEntry
 	// gateways holds the gateways' address records, by name.
 	gateways map[string]*cluster.Gateway
 	// ws holds the workspaces of the store and their revisions
@@ -66,12 +70,13 @@ func newState() *State {
 		ordered:   make(map[StepFilter]*stepTree),
 		ended:     btree.NewG(treeDegree, endedLess),
 
-		assigned:    make(map[cluster.NodeID]uint64),
-		members:     make(map[string]*cluster.Member),
-		records:     make(map[string]map[string]*Record),
-		recordOrder: make(map[string]*recordTree),
-		gateways:    make(map[string]*cluster.Gateway),
-		ws:          newWSState(),
+		assigned:      make(map[cluster.NodeID]uint64),
+		members:       make(map[string]*cluster.Member),
+		records:       make(map[string]map[string]*Record),
+		auditByTenant: make(map[string][]*AuditEntry),
+		recordOrder:   make(map[string]*recordTree),
+		gateways:      make(map[string]*cluster.Gateway),
+		ws:            newWSState(),
 	}
 }
 

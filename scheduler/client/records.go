@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/rodon-compute/rodon/api"
 )
@@ -111,16 +112,24 @@ func (c *Client) DeleteRecord(ctx context.Context, kind, id string, version uint
 // log and returns it numbered and timed by the scheduler. It is retried
 // only when it surely did not reach the scheduler: a repeat would append
 // the entry twice.
+//
+// The entry has no tenant, who or action: AppendAuditEntry gives them.
 func (c *Client) AppendAudit(ctx context.Context, entry json.RawMessage) (api.AuditEntry, error) {
+	return c.AppendAuditEntry(ctx, api.AppendAuditRequest{Entry: entry})
+}
+
+// AppendAuditEntry is AppendAudit with the entry's typed fields: its
+// tenant, who and action, which listings filter by (AuditPage).
+func (c *Client) AppendAuditEntry(ctx context.Context, req api.AppendAuditRequest) (api.AuditEntry, error) {
 	var out api.AuditEntry
-	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/audit", retry: retryUnsent},
-		api.AppendAuditRequest{Entry: entry}, &out)
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/audit", retry: retryUnsent}, req, &out)
 	return out, err
 }
 
-// Audit returns the audit entries after sequence number after, oldest
-// first: at most limit of them (0: the server's default, 100; the server
-// caps it at 1000). Pass the last entry's Seq as after to read on.
+// Audit returns the audit entries of every tenant after sequence number
+// after, oldest first: at most limit of them (0: the server's default,
+// 100; the server caps it at 1000). Pass the last entry's Seq as after to
+// read on. AuditPage filters.
 func (c *Client) Audit(ctx context.Context, after uint64, limit int) ([]api.AuditEntry, error) {
 	q := url.Values{}
 	q.Set("after", strconv.FormatUint(after, 10))
@@ -132,11 +141,50 @@ func (c *Client) Audit(ctx context.Context, after uint64, limit int) ([]api.Audi
 	return out, err
 }
 
+// AuditPage returns one page of the audit entries that match f, oldest
+// first: at most limit (0: the server's default, 100; at most
+// MaxPageLimit) from cursor ("" for the first page), and the cursor of the
+// next page ("" on the last). A page costs the scheduler a bounded number
+// of entries examined, so with a filter it may hold fewer than limit
+// entries, even none, and still have a next cursor.
+func (c *Client) AuditPage(ctx context.Context, f api.AuditFilter, limit int, cursor string) (entries []api.AuditEntry, next string, err error) {
+	q := url.Values{}
+	if !f.AllTenants {
+		q.Set("tenant", f.Tenant)
+	}
+	for k, v := range map[string]string{"who": f.Who, "action": f.Action} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	for k, t := range map[string]time.Time{"since": f.Since, "until": f.Until} {
+		if !t.IsZero() {
+			q.Set(k, t.Format(time.RFC3339Nano))
+		}
+	}
+	if f.After > 0 {
+		q.Set("after", strconv.FormatUint(f.After, 10))
+	}
+	return listPage[api.AuditEntry](ctx, c, "/v1/audit", q, limit, cursor)
+}
+
+// DropTenantAudit drops the audit entries of tenant numbered below before
+// and leaves every other tenant's; the entry recording the drop is the
+// tenant's, with who as its typed who and by in its document. It returns
+// how many were dropped, and is retried like DropAudit.
+func (c *Client) DropTenantAudit(ctx context.Context, tenant string, before uint64, who string, by json.RawMessage) (dropped uint64, err error) {
+	var out api.DropAuditAnswer
+	_, err = c.call(ctx, request{method: http.MethodPost, path: "/v1/audit/drop", retry: retryUnsent},
+		api.DropAuditRequest{Before: before, By: by, Tenant: &tenant, Who: who}, &out)
+	return out.Dropped, err
+}
+
 // DropAudit drops the audit entries numbered below before (export them
 // first, with Audit) and returns how many were dropped. The scheduler
 // appends an entry recording the drop, with by (who asked, a JSON value
 // of at most 4 KiB, or nil) in it: like AppendAudit, it is retried only
-// when it surely did not reach the scheduler.
+// when it surely did not reach the scheduler. It drops every tenant's
+// entries: the operator's retention (DropTenantAudit drops one tenant's).
 func (c *Client) DropAudit(ctx context.Context, before uint64, by json.RawMessage) (dropped uint64, err error) {
 	var out api.DropAuditAnswer
 	_, err = c.call(ctx, request{method: http.MethodPost, path: "/v1/audit/drop", retry: retryUnsent},
