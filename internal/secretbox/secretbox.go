@@ -119,6 +119,15 @@ func (r *Root) PrimaryID() uint32 { return r.handle.KeysetInfo().GetPrimaryKeyId
 // Keys is the number of keys of the keyset.
 func (r *Root) Keys() int { return r.handle.Len() }
 
+// KeyIDs are the Tink ids of the keyset's keys (not secret).
+func (r *Root) KeyIDs() []uint32 {
+	var ids []uint32
+	for _, k := range r.handle.KeysetInfo().GetKeyInfo() {
+		ids = append(ids, k.GetKeyId())
+	}
+	return ids
+}
+
 // Rotate returns r with a new AES-256-GCM key added as its primary: data
 // keys are wrapped with it from then on, and r's keys still unwrap what
 // they wrapped. r itself is unchanged.
