@@ -1,6 +1,7 @@
 // Command gateway is Rodon's API gateway (docs/GATEWAY.md): `gateway
 // serve` serves the API, the web page and the step streams;
-// `gateway bootstrap` creates the first owner.
+// `gateway bootstrap` creates the first owner; `gateway keys` makes and
+// rotates the root key of the secrets.
 package main
 
 import (
@@ -15,6 +16,7 @@ const usage = `usage: gateway COMMAND [FLAGS]
 Commands:
   serve [FLAGS]       serve the API and the web page
   bootstrap [FLAGS]   create the first owner and print its one-time password
+  keys COMMAND        make (init-root) or rotate (rotate-root) the root key of the secrets
 
 Run "gateway COMMAND -h" for its flags.
 `
@@ -29,5 +31,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"bootstrap": func(args []string, stdout, stderr io.Writer) (int, error) {
 			return 0, bootstrapCmd(args, stdout, stderr)
 		},
+		"keys": keysCmd,
 	}, cli.ExitError, args, stdout, stderr)
 }

@@ -30,6 +30,7 @@ type serveFlags struct {
 	ownerEmail string
 	sessionTTL time.Duration
 	logLevel   string
+	rootKey    string
 	settings   settings
 }
 
@@ -148,6 +149,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ownerEmail, "owner-email", d.OwnerEmail, "email of the owner created on first start when the scheduler has none")
 	fs.DurationVar(&f.sessionTTL, "session-ttl", d.SessionTTL, "how long a sign-in lasts")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	rootKeyFlag(fs, &f.rootKey)
 	f.settings.register(fs)
 }
 
@@ -193,6 +195,12 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *gateway.Publi
 			cli.ErrUsage, f.listen, f.cluster.name)
 	}
 	c.Listen, c.DataDir, c.OwnerEmail, c.SessionTTL = f.listen, f.dataDir, f.ownerEmail, f.sessionTTL
+	if f.rootKey != "" {
+		c.RootKeyFile = f.rootKey
+	}
+	if err := checkRootKeyFile(c.RootKeyFile, c.DataDir); err != nil {
+		return c, nil, err
+	}
 	c.Name = f.cluster.name
 	c.Site = strings.TrimSuffix(f.site, "/")
 	switch {
