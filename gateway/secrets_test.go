@@ -254,3 +254,49 @@ func TestSecretsRootKeyFile(t *testing.T) {
 		t.Errorf("PUT with another root key = %s, want 503 saying it does not open the data key", w.Body)
 	}
 }
+
+// TestDataKeyRace: gateways creating a tenant's data key at once end with
+// one key: each loser of the compare-and-set reads the winner's, so a
+// value sealed through one gateway opens through every other.
+func TestDataKeyRace(t *testing.T) {
+	f := newFixture(t)
+	// Start without the fixture's data key (its secret no longer opens).
+	rec, err := f.store.GetRecord(t.Context(), kindDataKey, dataKeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.DeleteRecord(t.Context(), kindDataKey, dataKeyID, rec.Version); err != nil {
+		t.Fatal(err)
+	}
+	gws := []*Gateway{f.g}
+	for range 3 {
+		g, err := New(f.g.cfg, f.store, f.sched, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gws = append(gws, g)
+	}
+	keys := make([]*secretbox.DataKey, len(gws))
+	errs := make(chan error, len(gws))
+	for i, g := range gws {
+		go func() {
+			var err error
+			keys[i], err = g.dataKey(f.tenantCtx(), true)
+			errs <- err
+		}()
+	}
+	for range gws {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealed, err := keys[0].Seal(testTenant, "RACE", 1, "raced")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if got, err := k.Open(testTenant, "RACE", 1, sealed); err != nil || got != "raced" {
+			t.Errorf("gateway %d's data key: Open = %q, %v; want one key for all", i, got, err)
+		}
+	}
+}
