@@ -156,6 +156,10 @@ type AuditDocument struct {
 	Workspace string `json:"workspace,omitempty"`
 	Path      string `json:"path,omitempty"`
 	Revision  string `json:"revision,omitempty"`
+	// Secret and Version name the secret a secrets write set or deleted
+	// and its version (never its value).
+	Secret  string `json:"secret,omitempty"`
+	Version int    `json:"version,omitempty"`
 }
 
 // TerminalInput is what one stream sent to a step's terminal: bytes of

@@ -97,6 +97,11 @@ type Config struct {
 	// ApprovalTTL is how long a person's approval of a proposal lets the
 	// run's next step apply it (gates.go); zero is DefaultApprovalTTL.
 	ApprovalTTL time.Duration
+	// RootKeyFile is the root key of the tenants' secrets (a Tink keyset,
+	// internal/secretbox), reread when it changes. Without the file the
+	// secrets routes answer 503 and the rest of the gateway works. It
+	// must not be in DataDir or anything else that is backed up.
+	RootKeyFile string
 }
 
 // Bounds of the settings (the flags of `gateway serve` check them).
@@ -162,6 +167,7 @@ func DefaultConfig() Config {
 		MaintenanceInterval: time.Minute,
 		MaxFileSize:         DefaultMaxFileSize,
 		ApprovalTTL:         DefaultApprovalTTL,
+		RootKeyFile:         DefaultRootKeyFile,
 	}
 }
 
@@ -213,6 +219,8 @@ type Gateway struct {
 	// contents caches file contents by digest for the file tools
 	// (tools_env.go).
 	contents contentCache
+	// rootKey is cfg.RootKeyFile (rootkey.go).
+	rootKey *rootKey
 }
 
 // New checks cfg and wires a gateway on store and steps (both usually the
@@ -296,6 +304,7 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 		hashing:       make(chan struct{}, cfg.SignIn.Hashing),
 		hashWait:      hashWait,
 		secureCookie:  u.Scheme == "https",
+		rootKey:       &rootKey{path: cfg.RootKeyFile},
 	}
 	g.files, _ = steps.(Files)
 	g.metrics = newMetrics(cfg.Collectors...)

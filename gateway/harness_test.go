@@ -124,6 +124,7 @@ func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	f.store = bindTenant(ts.store, f.tenant)
 	cfg := DefaultConfig()
 	cfg.Site, cfg.OwnerEmail, cfg.Stream = testSite, "", f.stream
+	cfg.RootKeyFile = testRootKey(t)
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -154,6 +155,7 @@ func newFixtureWith(t *testing.T, edit func(*Config)) *fixture {
 	}
 	f.rev = rev.ID
 	f.put(kindSession, "sess-main", api.Session{ID: "sess-main", Workspace: wsMain, Title: "t", CreatedAt: now})
+	f.setSecret(fixtureSecret, fixtureSecretValue)
 
 	var op api.Operation
 	f.do("key-editor", "POST", "/v1/runs", `{"workspace":"ws-main","session":"sess-main","steps":[{"args":["true"]},{"args":["false"]}]}`, 201, &op)
@@ -259,6 +261,9 @@ func (f *fixture) request(c cred, method, path, body string) *http.Request {
 	}
 	r := httptest.NewRequest(method, path, rd)
 	r.RemoteAddr = "192.0.2.1:5555"
+	// Until serveRoute sets the caller's tenant (docs/design/tenants.md),
+	// every test call acts in testTenant.
+	r = r.WithContext(withTenant(r.Context(), testTenant))
 	if body != "" {
 		r.Header.Set("Content-Type", "application/json")
 	}

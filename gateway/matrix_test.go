@@ -90,6 +90,9 @@ var matrixRows = map[string]matrixRow{
 	"GET /v1/runs/{id}/proposals/{proposal}": {path: agentPath("/proposals/prop-x"), ok: 404, other: 404},
 	"POST /v1/runs/{id}/approve":             {path: agentPath("/approve"), body: fixed(`{"proposal":"prop-x"}`), ok: 404, other: 404},
 	"POST /v1/runs/{id}/reject":              {path: agentPath("/reject"), body: fixed(`{"proposal":"prop-x"}`), ok: 404, other: 404},
+	"PUT /v1/secrets/{name}":                 {path: fixed("/v1/secrets/API_TOKEN"), body: fixed(`{"value":"s3cret"}`), ok: 201},
+	"GET /v1/secrets":                        {path: fixed("/v1/secrets"), ok: 200, other: 200},
+	"DELETE /v1/secrets/{name}":              {path: fixed("/v1/secrets/" + fixtureSecret), ok: 204},
 	"GET /v1/audit":                          {path: fixed("/v1/audit"), ok: 200},
 	"POST /v1/audit/drop":                    {path: fixed("/v1/audit/drop"), body: fixed(`{"before":1}`), ok: 200},
 }

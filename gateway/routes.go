@@ -93,6 +93,11 @@ func (g *Gateway) routeTable() []route {
 		{pattern: "GET /v1/workspaces/{id}/diff", least: api.RoleViewer, handle: g.handleDiff},
 		{pattern: "POST /v1/workspaces/{id}/restore", least: api.RoleEditor, action: "workspace.restore", handle: g.handleRestore},
 
+		// Secrets (secrets.go): nobody reads a value.
+		{pattern: "PUT /v1/secrets/{name}", least: api.RoleAdmin, org: true, action: "secret.put", handle: g.handlePutSecret},
+		{pattern: "GET /v1/secrets", least: api.RoleViewer, handle: g.handleSecrets},
+		{pattern: "DELETE /v1/secrets/{name}", least: api.RoleAdmin, org: true, action: "secret.delete", handle: g.handleDeleteSecret},
+
 		{pattern: "GET /v1/audit", least: api.RoleAdmin, org: true, handle: g.handleAudit},
 		{pattern: "POST /v1/audit/drop", least: api.RoleOwner, person: true, org: true, action: "audit.drop", handle: g.handleDropAudit},
 	}
@@ -132,6 +137,10 @@ type call struct {
 	// ws, path and rev name what a write to a workspace's files changed,
 	// for the audit log.
 	auditWS, auditPath, auditRev string
+	// secret and version name what a secrets write changed, for the
+	// audit log.
+	auditSecret  string
+	auditVersion int
 	// grantRun is the run record authorize read for a grant's call: the
 	// run of the path, live, naming the grant.
 	grantRun *versioned[runRecord]
@@ -266,6 +275,7 @@ func (g *Gateway) auditDoc(c *call, action, result string) api.AuditDocument {
 		e.Who, e.Role, e.Credential = c.auditWho, c.auditRole, c.auditCred
 	}
 	e.Workspace, e.Path, e.Revision = c.auditWS, c.auditPath, c.auditRev
+	e.Secret, e.Version = c.auditSecret, c.auditVersion
 	return e
 }
 

@@ -81,6 +81,9 @@ const (
 	kindGrantKey = "grant_key" // id the key's kid: a gateway's public grant key
 	kindProposal = "proposal"  // id prop-...: api.Proposal
 	kindRunEvent = "run_event" // id RUN.SEQ (SEQ %08d): api.RunEvent
+	// Secrets (secrets.go; docs/design/tenants.md, "Secrets").
+	kindSecret  = "secret"   // id the secret's name: secretRecord
+	kindDataKey = "data_key" // id "data": the tenant's wrapped data key
 )
 
 // getRecord reads the record kind/id into v and returns its version.

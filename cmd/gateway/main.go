@@ -1,7 +1,8 @@
 // Command gateway is Rodon's API gateway (docs/GATEWAY.md): `gateway
 // serve` serves the API, the web page and the step streams;
 // `gateway bootstrap` creates the first owner; `gateway account` creates
-// and lists accounts.
+// and lists accounts; `gateway keys` makes and rotates the root key of the
+// secrets.
 package main
 
 import (
@@ -18,6 +19,7 @@ Commands:
   bootstrap [FLAGS]   create the first account and owner, and print its one-time password
   account create|list [FLAGS]
                       create an account with its owner, or list the accounts
+  keys COMMAND        make (init-root) or rotate (rotate-root) the root key of the secrets
 
 Run "gateway COMMAND -h" for its flags.
 `
@@ -35,5 +37,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"account": func(args []string, stdout, stderr io.Writer) (int, error) {
 			return 0, accountCmd(args, stdout, stderr)
 		},
+		"keys": keysCmd,
 	}, cli.ExitError, args, stdout, stderr)
 }

@@ -66,6 +66,12 @@ func TestFlagErrors(t *testing.T) {
 		{"maintenance", with("--maintenance-interval", "48h"), "--maintenance-interval 48h0m0s"},
 		{"approval ttl", with("--approval-ttl", "1s"), "--approval-ttl 1s: want 10s to 24h0m0s"},
 		{"stream recheck", with("--stream-recheck", "31s"), "--stream-recheck 31s: want more than 0 and at most 30s"},
+		{"root key in the data dir", with("--root-key-file", dir+"/keys/root-key.json"), "--root-key-file " + dir + "/keys/root-key.json is inside --data-dir"},
+		{"keys without command", []string{"keys"}, "want init-root or rotate-root"},
+		{"keys unknown command", []string{"keys", "rotate"}, `unknown keys command "rotate"`},
+		{"rotate-root without scheduler", []string{"keys", "rotate-root", "--root-key-file", dir + "/rk.json"}, "--scheduler is required"},
+		{"rotate-root without file", []string{"keys", "rotate-root", "--scheduler", "http://127.0.0.1:7100", "--plaintext", "--root-key-file", dir + "/none.json"},
+			"--root-key-file: stat " + dir + "/none.json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

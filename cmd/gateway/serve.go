@@ -31,6 +31,7 @@ type serveFlags struct {
 	ownerAcct  string
 	sessionTTL time.Duration
 	logLevel   string
+	rootKey    string
 	settings   settings
 }
 
@@ -150,6 +151,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ownerAcct, "account-name", d.AccountName, "name of the first account, created with that owner")
 	fs.DurationVar(&f.sessionTTL, "session-ttl", d.SessionTTL, "how long a sign-in lasts")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	rootKeyFlag(fs, &f.rootKey)
 	f.settings.register(fs)
 }
 
@@ -196,6 +198,12 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *gateway.Publi
 	}
 	c.Listen, c.DataDir, c.OwnerEmail, c.SessionTTL = f.listen, f.dataDir, f.ownerEmail, f.sessionTTL
 	c.AccountName = f.ownerAcct
+	if f.rootKey != "" {
+		c.RootKeyFile = f.rootKey
+	}
+	if err := checkRootKeyFile(c.RootKeyFile, c.DataDir); err != nil {
+		return c, nil, err
+	}
 	c.Name = f.cluster.name
 	c.Site = strings.TrimSuffix(f.site, "/")
 	switch {

@@ -32,6 +32,15 @@ const MinRun = time.Second
 // MaxSecrets bounds an agent file's secrets.
 const MaxSecrets = 32
 
+// MaxSecretName bounds the length of a secret's name.
+const MaxSecretName = 64
+
+// ValidSecretName reports whether s can name a secret (in an agent file
+// and in PUT /v1/secrets/{name}): an environment variable name of
+// upper-case letters, digits and '_', not starting with a digit, at most
+// MaxSecretName bytes.
+func ValidSecretName(s string) bool { return len(s) <= MaxSecretName && secretRE.MatchString(s) }
+
 var (
 	secretRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 	// yamlLineRE finds the line in a YAML error ("yaml: line 3: ...").
@@ -365,8 +374,8 @@ func secrets(n *yaml.Node) ([]string, error) {
 		if i >= MaxSecrets {
 			return errAt(it, f, "more than %d secrets", MaxSecrets)
 		}
-		if !secretRE.MatchString(s) {
-			return errAt(it, f, "%q: want an environment variable name: upper-case letters, digits and '_', not starting with a digit", s)
+		if !ValidSecretName(s) {
+			return errAt(it, f, "%q: want an environment variable name: upper-case letters, digits and '_', not starting with a digit, at most %d", s, MaxSecretName)
 		}
 		return nil
 	})
