@@ -350,14 +350,15 @@ func (d *Driver) submit(ctx context.Context, run *runRecord, s *runStepRecord, b
 		}
 	}
 	_, err = d.steps.SubmitStep(ctx, req)
-	if req.Secrets != nil && err != nil {
-		// Not submitted now (or submitted before, with its own ticket):
-		// this ticket serves nothing.
+	var ce *client.Error
+	if req.Secrets != nil && (IsConflict(err) || errors.As(err, &ce) && ce.Code == api.CodeBadRequest) {
+		// Submitted before, with its own ticket, or refused: this ticket
+		// serves nothing. (After any other error the step may have been
+		// submitted with it: it stays until it expires.)
 		if derr := dropSecretTicket(ctx, d.store, req.Secrets.Ticket); derr != nil {
 			d.log.Warn("drop an unused secrets ticket; maintenance deletes it when it expires", "step", s.ID, "error", derr)
 		}
 	}
-	var ce *client.Error
 	switch {
 	case err == nil || IsConflict(err):
 		return "", nil

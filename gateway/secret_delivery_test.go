@@ -234,6 +234,15 @@ func TestSubmitIssuesSecretTicket(t *testing.T) {
 		t.Errorf("ticket record = %+v, want tenant acct-a, step s-bash1, attempt 1, the names, expiring within %v", rec, secretTicketTTL)
 	}
 
+	// A second submission (another driver's, racing) is a conflict, and
+	// its ticket is dropped: the step keeps the first.
+	if refused, err := f.g.driver.submit(ctx, &run, &s, ""); refused != "" || err != nil {
+		t.Fatalf("submit() again = %q, %v", refused, err)
+	}
+	if recs, _, err := f.ts.store.ListRecordsPage(t.Context(), kindSecretTicket, "", 100, ""); err != nil || len(recs) != 1 || recs[0].ID != ticketDigest(as.Spec.Secrets.Ticket) {
+		t.Errorf("ticket records after a second submission = %d, %v; want the first one only", len(recs), err)
+	}
+
 	// Outside a tenant, the step is refused.
 	s2 := runStepRecord{ID: "s-bash2", Spec: s.Spec}
 	if refused, err := f.g.driver.submit(t.Context(), &run, &s2, ""); err != nil || !strings.Contains(refused, "no tenant") {
