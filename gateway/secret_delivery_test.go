@@ -249,3 +249,38 @@ func TestSubmitIssuesSecretTicket(t *testing.T) {
 		t.Errorf("submit(no tenant) = %q, %v; want a refusal naming the tenant", refused, err)
 	}
 }
+
+// TestServeClusterListener: Serve serves the cluster listener with the
+// cluster TLS, and stops it with its context; a cluster listen address
+// that cannot be listened on fails Serve, naming the flag.
+func TestServeClusterListener(t *testing.T) {
+	ts := newTestScheduler(t)
+	ca := pkitest.New(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		listen  string
+		wantErr string
+	}{
+		{"127.0.0.1:0", ""},
+		{busy.Addr().String(), "--cluster-listen"},
+	} {
+		cfg := DefaultConfig()
+		cfg.Site, cfg.OwnerEmail, cfg.ClusterListen = testSite, "", tc.listen
+		cfg.ClusterTLS = ca.Source(t, pki.RoleGateway, "gw1").ServerConfig(pki.AnyIdentity)
+		g, err := New(cfg, ts.store, ts.sched, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stop := serveLoopback(t, g)
+		if tc.wantErr == "" {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := stop(); tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("Serve(cluster listen %s) = %v, want %q", tc.listen, err, tc.wantErr)
+		}
+	}
+}
