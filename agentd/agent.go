@@ -57,6 +57,11 @@ type AgentConfig struct {
 	// http.DefaultClient): the scheduler's own blob URLs are served on
 	// its mutual-TLS listener.
 	BlobClient *http.Client
+	// SecretsClient fetches steps' secrets from the gateway's cluster
+	// listener: mutual TLS with this node's agent certificate, accepting
+	// only a gateway. Nil (plaintext mode): a step with secrets fails
+	// with cause secrets_unavailable.
+	SecretsClient *http.Client
 	// PollWait is how long one assignments long poll may block.
 	PollWait time.Duration
 	// Degraded are reasons known before the probe that make the node

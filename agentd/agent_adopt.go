@@ -113,6 +113,11 @@ func (a *Agent) reportVanished(ctx context.Context, assigned []cluster.Step) {
 		}
 		rec := failed(nil, st.ID, time.Time{}, failure(api.CauseAgentRestarted,
 			fmt.Sprintf("agentd restarted while the step was %s and its sandbox was gone; it is not run again (at most once)", st.State), nil))
+		if st.State == cluster.StateStarting && st.Spec.Secrets != nil {
+			// Its secrets may have been fetched by the earlier agent: the
+			// ticket is single use, and the step never runs without them.
+			rec = failed(nil, st.ID, time.Time{}, secretsFailure("agentd restarted before the step started, and its secrets are delivered once", nil))
+		}
 		a.logger.Warn("an attempt started by an earlier agent has no sandbox; reporting it failed", "step", st.ID, "attempt", st.Attempts, "state", st.State)
 		r := newStepRun(a, st)
 		a.wg.Add(1)

@@ -33,6 +33,13 @@ type stepRun struct {
 	// by the goroutine that runs the attempt.
 	trees trees
 
+	// secrets are the values of the step's secrets once fetched, and
+	// secretEnv the environment entries holding them (shared with the
+	// sandbox's step); both owned by the goroutine that runs the attempt,
+	// and cleared by forgetSecrets when it ends.
+	secrets   map[string]string
+	secretEnv []string
+
 	mu        sync.Mutex
 	sb        *Sandbox      // once created
 	stop      chan struct{} // closed by cancel or abandon
@@ -80,6 +87,7 @@ func (r *stepRun) run(ctx context.Context) {
 		return
 	}
 	defer lg.Close()
+	defer r.forgetSecrets()
 	r.phase(ctx, cluster.StateStarting, cluster.Phases{})
 	st, err := r.step(ctx)
 	if err != nil {
@@ -97,13 +105,20 @@ func (r *stepRun) run(ctx context.Context) {
 	r.sb = sb
 	r.mu.Unlock()
 	r.phase(ctx, "", cluster.Phases{Created: sb.phases.Created})
-	if err := sb.Start(ctx, lg.Stdout(), lg.Stderr()); err != nil {
+	// The mask's call site (secrets.go, maskOutput): every byte of the
+	// step's output goes through it before the log has it.
+	values := r.secretValues()
+	if err := sb.Start(ctx, maskOutput(values, lg.Stdout()), maskOutput(values, lg.Stderr())); err != nil {
 		rec := r.failedRecord(err)
 		rec.Phases.Created = sb.phases.Created
 		r.finish(ctx, lg, sb, rec)
 		return
 	}
 	close(r.started)
+	// The process has its environment: from here the values are kept
+	// for the mask only.
+	clear(r.secretEnv)
+	r.secretEnv = nil
 	r.phase(ctx, cluster.StateRunning, cluster.Phases{Started: sb.phases.Started})
 	stopWatch := r.watchDenied(ctx, lg, sb)
 	rec, err := r.wait(ctx, sb)
@@ -149,7 +164,44 @@ func (r *stepRun) step(ctx context.Context) (Step, error) {
 		// the step cannot see it.
 		return st, failure(api.CauseInvalidStep, fmt.Sprintf("the assignment names workspace %s but carries no access to it (is the scheduler older than the node?)", r.spec.Workspace), nil)
 	}
-	return st, r.prepareTrees(ctx, &st)
+	if err := r.prepareTrees(ctx, &st); err != nil {
+		return st, err
+	}
+	if sec := r.spec.Secrets; sec != nil {
+		// Last before the sandbox: the ticket is single use.
+		values, err := fetchSecrets(ctx, r.a.cfg.SecretsClient, r.id, r.attempt, sec)
+		if err != nil {
+			return st, err
+		}
+		env := make([]string, 0, len(r.spec.Env)+len(sec.Names))
+		env = append(env, r.spec.Env...)
+		for _, n := range sec.Names {
+			env = append(env, n+"="+values[n])
+		}
+		r.secrets, r.secretEnv, st.Env = values, env, env
+	}
+	return st, nil
+}
+
+// secretValues returns the values of the step's secrets (nil without).
+func (r *stepRun) secretValues() []string {
+	if len(r.secrets) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(r.secrets))
+	for _, v := range r.secrets {
+		out = append(out, v)
+	}
+	return out
+}
+
+// forgetSecrets drops the step's secret values and the environment
+// entries that hold them, once the step ended (Go strings cannot be
+// overwritten: every reference this agent held is cleared).
+func (r *stepRun) forgetSecrets() {
+	clear(r.secrets)
+	clear(r.secretEnv)
+	r.secrets, r.secretEnv = nil, nil
 }
 
 // workspaceReadOnly says the step's workspace is read-only: it is copied

@@ -36,6 +36,13 @@ func failure(cause, reason string, err error) error {
 	return &stepError{cause: cause, reason: reason, err: err}
 }
 
+// secretsFailure is a step's failure to get its secrets (secrets.go):
+// why, in words that name no value and no ticket, and err for the node's
+// log.
+func secretsFailure(why string, err error) error {
+	return failure(api.CauseSecretsUnavailable, "the step's secrets could not be fetched: "+why+"; the step did not run without them", err)
+}
+
 // nodeErrorReason is what a step's record says of a failure that is the
 // node's own (containerd unreachable, a file it could not write).
 const nodeErrorReason = "the node could not run the step (the node's log has the details)"

@@ -147,6 +147,12 @@ func (s *Server) run(ctx context.Context) error {
 		defer closeIdle()
 		cfg.Agent.BlobClient = hc
 	}
+	if cfg.Agent.SecretsClient == nil && cfg.TLS != nil {
+		// The node's agent certificate, to the gateway only.
+		tr := cfg.TLS.Transport(pki.AllowRoles(pki.RoleGateway))
+		defer tr.CloseIdleConnections()
+		cfg.Agent.SecretsClient = &http.Client{Transport: tr}
+	}
 	agent, err := NewAgent(cfg.Agent, rt, s.sched, s.logs, logger)
 	if err != nil {
 		return err

@@ -194,4 +194,8 @@ const (
 	// are kept as a detached revision (Step.Revision), the reason names
 	// the path and the revisions.
 	CauseWorkspaceConflict = "workspace_conflict"
+	// CauseSecretsUnavailable: the node could not fetch the step's
+	// secrets from the gateway (its single-use ticket used or expired, the
+	// gateway unreachable or refusing); the step never runs without them.
+	CauseSecretsUnavailable = "secrets_unavailable"
 )

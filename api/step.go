@@ -24,6 +24,10 @@ type StepRequest struct {
 	// in order; their values are never returned. A request must not set
 	// it.
 	EnvNames []string `json:"env_names,omitempty"`
+	// Secrets names the secrets of the step's agent, where its node
+	// fetches their values, and the single-use ticket for that fetch
+	// (set by the gateway). Answers show the names and the gateway only.
+	Secrets *StepSecrets `json:"secrets,omitempty"`
 	// CPU is in cores (such as 0.5); MemoryBytes in bytes. Both are
 	// reserved on the node while the step is live, and are its limits.
 	CPU         float64 `json:"cpu"`

@@ -52,6 +52,10 @@ type StepSpec struct {
 	// its value sealed by the leader with the cluster env key
 	// (internal/envseal, purpose "step", bound to the step id and name).
 	SealedEnv []EnvVar `json:"sealed_env,omitempty"`
+	// Secrets names the secrets of the step's agent, which its node
+	// fetches from the gateway just before the step starts; nil for a
+	// step without secrets. See StepSecrets for what is replicated.
+	Secrets *StepSecrets `json:"secrets,omitempty"`
 	// CPU (cores) and MemoryBytes are reserved on the node while the step is
 	// placed, starting or running, and are its limits.
 	CPU         float64 `json:"cpu"`
@@ -129,6 +133,19 @@ func (s StepSpec) Validate() error {
 		}
 		if len(v.Sealed) == 0 {
 			return fmt.Errorf("sealed environment entry %d (%s): no sealed value", i, v.Name)
+		}
+	}
+	if s.Secrets != nil {
+		if err := s.Secrets.Validate(); err != nil {
+			return err
+		}
+		for _, n := range s.Secrets.Names {
+			if slices.Contains(s.EnvNames(), n) {
+				return fmt.Errorf("secret %s: names a variable of the environment too: a variable has one value", n)
+			}
+		}
+		if len(s.Secrets.SealedTicket) > 2*MaxTicketBytes {
+			return fmt.Errorf("secrets: sealed ticket of %d bytes, at most %d", len(s.Secrets.SealedTicket), 2*MaxTicketBytes)
 		}
 	}
 	return nil
@@ -244,6 +261,7 @@ func (s Step) Clone() Step {
 	s.Spec.Args = slices.Clone(s.Spec.Args)
 	s.Spec.Env = slices.Clone(s.Spec.Env)
 	s.Spec.SealedEnv = slices.Clone(s.Spec.SealedEnv)
+	s.Spec.Secrets = s.Spec.Secrets.Clone()
 	s.Events = slices.Clone(s.Events)
 	if s.ExitCode != nil {
 		c := *s.ExitCode

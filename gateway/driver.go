@@ -38,6 +38,9 @@ type Driver struct {
 	// library returns the account library's workspace, given to every
 	// step.
 	library func(context.Context) (string, error)
+	// clusterURL is where nodes fetch the secrets of the steps it submits
+	// (Config.ClusterURL); empty refuses a step with secrets.
+	clusterURL string
 	// wake asks Run for a pass now; buffered, never closed.
 	wake chan struct{}
 }
@@ -346,8 +349,29 @@ func (d *Driver) submit(ctx context.Context, run *runRecord, s *runStepRecord, b
 	if req.Library, err = d.library(ctx); err != nil {
 		return "", err
 	}
+	if run.Agent != nil && len(run.Agent.Secrets) > 0 {
+		// A Bash step of an agent whose grant names secrets: its node
+		// fetches them with a ticket made for this submission only.
+		if d.clusterURL == "" {
+			return "the run's secrets cannot be delivered: this gateway has no cluster URL (gateway serve --cluster-url)", nil
+		}
+		req.Secrets, err = issueSecretTicket(ctx, d.store, d.now(), s.ID, run.Agent.Secrets, d.clusterURL)
+		if errors.Is(err, errSecretsNoTenant) {
+			return err.Error(), nil
+		} else if err != nil {
+			return "", err
+		}
+	}
 	_, err = d.steps.SubmitStep(ctx, req)
 	var ce *client.Error
+	if req.Secrets != nil && (IsConflict(err) || errors.As(err, &ce) && ce.Code == api.CodeBadRequest) {
+		// Submitted before, with its own ticket, or refused: this ticket
+		// serves nothing. (After any other error the step may have been
+		// submitted with it: it stays until it expires.)
+		if derr := dropSecretTicket(ctx, d.store, req.Secrets.Ticket); derr != nil {
+			d.log.Warn("drop an unused secrets ticket; maintenance deletes it when it expires", "step", s.ID, "error", derr)
+		}
+	}
 	switch {
 	case err == nil || IsConflict(err):
 		return "", nil

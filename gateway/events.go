@@ -216,6 +216,8 @@ func causeMessage(cause string) string {
 		return "the command could not be started"
 	case api.CauseAgentRestarted:
 		return "the node's agent restarted and the step's sandbox was gone"
+	case api.CauseSecretsUnavailable:
+		return "the node could not fetch the step's secrets, so the step did not run"
 	case api.CauseWorkspaceConflict:
 		return "the step's workspace changes conflict with a newer revision (kept as a detached revision)"
 	}

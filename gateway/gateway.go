@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/gateway/relay"
 )
 
@@ -94,6 +95,17 @@ type Config struct {
 	// MaxFileSize bounds one file written through the gateway (PUT
 	// files, an upload's file, a proxied blob).
 	MaxFileSize int64
+	// ClusterListen is the HOST:PORT of the cluster listener, where node
+	// agents fetch their steps' secrets (secret_delivery.go); it is served
+	// only when ClusterTLS is set.
+	ClusterListen string
+	// ClusterTLS is the cluster listener's mutual TLS (the gateway's
+	// cluster certificate, client certificates of the cluster CA):
+	// pki.Source.ServerConfig. Nil serves no cluster listener.
+	ClusterTLS *tls.Config
+	// ClusterURL is the cluster listener's URL as nodes reach it
+	// (https://HOST:PORT), put into the requests of steps with secrets.
+	ClusterURL string
 	// ApprovalTTL is how long a person's approval of a proposal lets the
 	// run's next step apply it (gates.go); zero is DefaultApprovalTTL.
 	ApprovalTTL time.Duration
@@ -168,6 +180,8 @@ func DefaultConfig() Config {
 		MaxFileSize:         DefaultMaxFileSize,
 		ApprovalTTL:         DefaultApprovalTTL,
 		RootKeyFile:         DefaultRootKeyFile,
+		ClusterListen:       "127.0.0.1:7301",
+		ClusterURL:          "https://127.0.0.1:7301",
 	}
 }
 
@@ -287,6 +301,14 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	if cfg.Registrar != nil && cfg.Name == "" {
 		return nil, errors.New("gateway name: required to register the gateway's addresses")
 	}
+	if cfg.ClusterURL != "" {
+		if err := cluster.ValidateGatewayURL(cfg.ClusterURL); err != nil {
+			return nil, fmt.Errorf("cluster url: %w", err)
+		}
+	}
+	if cfg.ClusterTLS != nil && cfg.ClusterListen == "" {
+		return nil, errors.New("cluster listen: required with the cluster TLS (HOST:PORT, such as 127.0.0.1:7301)")
+	}
 	if cfg.OwnerEmail != "" {
 		if err := checkEmail(cfg.OwnerEmail); err != nil {
 			return nil, fmt.Errorf("owner email: %w", err)
@@ -311,6 +333,7 @@ func New(cfg Config, store Store, steps Steps, logger *slog.Logger) (*Gateway, e
 	g.nodes = &nodeNames{steps: steps}
 	g.grants = newJWSGrants(store, g.now, cfg.Name)
 	g.driver = newDriver(g.store, steps, g.nodes, g.libraryID, cfg.DriverInterval, g.now, logger)
+	g.driver.clusterURL = cfg.ClusterURL
 	g.routes = g.routeTable()
 	g.handler = g.buildHandler()
 	return g, nil
@@ -354,9 +377,18 @@ func isLoopback(a net.Addr) bool {
 }
 
 // Serve is Run on a listener it closes; with cfg.TLS it serves HTTPS on
-// it.
+// it. With cfg.ClusterTLS it also listens on cfg.ClusterListen and serves
+// the cluster listener there (secret_delivery.go) until ctx ends.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	addr := ln.Addr()
+	var cln net.Listener
+	if g.cfg.ClusterTLS != nil {
+		var err error
+		if cln, err = net.Listen("tcp", g.cfg.ClusterListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s (--cluster-listen): %w", g.cfg.ClusterListen, err)
+		}
+	}
 	if g.cfg.TLS != nil {
 		ln = tls.NewListener(ln, g.cfg.TLS)
 	}
@@ -390,7 +422,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	})
+	if cln != nil {
+		eg.Go(func() error { return g.serveCluster(ctx, cln) })
+	}
 	eg.Go(func() error { return g.driver.Run(ctx) })
+	eg.Go(func() error { g.maintainLoop(ctx); return nil })
 	eg.Go(func() error { g.reloadLoop(ctx); return nil })
 	if g.cfg.Registrar != nil {
 		eg.Go(func() error {

@@ -25,12 +25,15 @@ type MaintainResult struct {
 	QuotaCounts int
 	// GrantKeys counts the expired grant key records deleted.
 	GrantKeys int
+	// SecretTickets counts the expired secrets delivery tickets deleted.
+	SecretTickets int
 }
 
 // Maintain runs one maintenance pass: run records past Config.RunRetention
 // are deleted with their index entries (a run not settled yet is kept),
 // expired sign-ins are deleted, quota counters are reconciled with the
-// runs, and grant keys past their last grant's expiry are deleted. Every
+// runs, grant keys past their last grant's expiry are deleted, and so are
+// expired secrets delivery tickets. Every
 // gateway runs it (Serve, every MaintenanceInterval); every
 // deletion is a compare-and-set on the version just read, so gateways
 // racing delete each record once, and a pass cut short is taken up by the
@@ -51,6 +54,9 @@ func (g *Gateway) Maintain(ctx context.Context) (MaintainResult, error) {
 	n, err = g.expireGrantKeys(ctx)
 	res.GrantKeys = n
 	errs = append(errs, err)
+	n, err = g.expireSecretTickets(ctx)
+	res.SecretTickets = n
+	errs = append(errs, err)
 	err = errors.Join(errs...)
 
 	m := g.metrics
@@ -59,6 +65,7 @@ func (g *Gateway) Maintain(ctx context.Context) (MaintainResult, error) {
 	m.maintDeleted.WithLabelValues("signins").Add(float64(res.Signins))
 	m.maintDeleted.WithLabelValues("quota_counts").Add(float64(res.QuotaCounts))
 	m.maintDeleted.WithLabelValues("grant_keys").Add(float64(res.GrantKeys))
+	m.maintDeleted.WithLabelValues("secret_tickets").Add(float64(res.SecretTickets))
 	result := "ok"
 	if err != nil {
 		result = "error"
@@ -91,7 +98,8 @@ func (g *Gateway) maintainLoop(ctx context.Context) {
 			g.log.Warn("maintenance pass", "error", err)
 		}
 		if res != (MaintainResult{}) {
-			g.log.Info("maintenance pass", "runs_deleted", res.Runs, "signins_deleted", res.Signins, "quota_counts_removed", res.QuotaCounts, "grant_keys_deleted", res.GrantKeys)
+			g.log.Info("maintenance pass", "runs_deleted", res.Runs, "signins_deleted", res.Signins, "quota_counts_removed", res.QuotaCounts, "grant_keys_deleted", res.GrantKeys,
+				"secret_tickets_deleted", res.SecretTickets)
 		}
 		return true
 	})

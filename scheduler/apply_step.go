@@ -58,6 +58,9 @@ func (st *State) applySubmitStep(idx uint64, c *cluster.SubmitStep) any {
 	if len(c.Spec.Env) > 0 || c.Spec.EnvError != "" {
 		return fmt.Errorf("step %s: plaintext environment values are never replicated: the leader seals them: %w", c.Step, ErrInvalid)
 	}
+	if plaintextTicket(c.Spec) {
+		return fmt.Errorf("step %s: secrets tickets are replicated sealed only (spec.secrets.sealed_ticket): the leader seals them: %w", c.Step, ErrInvalid)
+	}
 	if c.Spec.WorkspaceAccess != nil || c.Spec.LibraryAccess != nil {
 		return fmt.Errorf("step %s: workspace URLs are never replicated: members make them for assignments: %w", c.Step, ErrInvalid)
 	}

@@ -46,6 +46,11 @@ func specFromRequest(req api.StepRequest) (cluster.StepSpec, error) {
 		Node:           cluster.NodeID(req.Node),
 	}
 	spec.WorkspaceReadOnly = req.WorkspaceReadOnly
+	sec, err := secretsOf(req)
+	if err != nil {
+		return cluster.StepSpec{}, err
+	}
+	spec.Secrets = sec
 	if req.Node != "" {
 		if err := cluster.ValidateNodeID(cluster.NodeID(req.Node)); err != nil {
 			return cluster.StepSpec{}, badRequest("field \"node\": %v", err)
@@ -145,6 +150,10 @@ func requestOf(spec cluster.StepSpec) api.StepRequest {
 		Node:           string(spec.Node),
 	}
 	req.WorkspaceReadOnly = spec.WorkspaceReadOnly
+	if spec.Secrets != nil {
+		// Names and where from; never the ticket.
+		req.Secrets = &api.StepSecrets{Names: slices.Clone(spec.Secrets.Names), Gateway: spec.Secrets.Gateway}
+	}
 	return req
 }
 

@@ -125,7 +125,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error
 		if index == 0 || st.AssignmentsIndex(node) > index || wait == 0 || ctx.Err() != nil {
 			steps := st.Assignments(node)
 			for i := range steps {
-				steps[i] = s.openWorkspace(r.Context(), s.openEnv(steps[i]))
+				steps[i] = s.openWorkspace(r.Context(), s.openTicket(s.openEnv(steps[i])))
 			}
 			writeIndexed(w, http.StatusOK, idx, assignmentsAnswer{Index: idx, Steps: steps})
 			return nil

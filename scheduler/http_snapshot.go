@@ -37,6 +37,10 @@ func decodeSnapshotDocument(w http.ResponseWriter, r *http.Request) (snapshotDat
 		if s.Spec.WorkspaceAccess != nil || s.Spec.LibraryAccess != nil {
 			return d, badRequest("field \"steps[%d].spec.workspace_access\": workspace URLs are made for assignments and never replicated", i)
 		}
+		if plaintextTicket(s.Spec) {
+			return d, badRequest("field \"steps[%d].spec.secrets.ticket\": secrets tickets are never replicated in the clear: "+
+				"restore a document of GET /v1/snapshot, whose tickets are sealed (spec.secrets.sealed_ticket)", i)
+		}
 		if len(s.Spec.Env) > 0 || s.Spec.EnvError != "" {
 			return d, badRequest("field \"steps[%d].spec.env\": plaintext environment values are never replicated: "+
 				"restore a document of GET /v1/snapshot, whose values are sealed (spec.sealed_env)", i)

@@ -51,6 +51,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) error {
 	if spec.SealedEnv, err = s.sealEnv(id, req); err != nil {
 		return err
 	}
+	if err := s.sealTicket(id, req, &spec); err != nil {
+		return err
+	}
 	st := s.fsm.State()
 	cmd := cluster.SubmitStep{Step: id, Spec: spec, At: s.now()}
 	// A step that no node could ever take is recorded failed at once,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"log/slog"
 	"strings"
@@ -101,6 +102,7 @@ func TestSiteDefault(t *testing.T) {
 		{"0.0.0.0:443", pair.Cert, pair.Key, "https://rodon.example.com/", "https://rodon.example.com"},
 	} {
 		f := serveFlags{cluster: clusterFlags{scheduler: "x:1", name: "gw1"}, dataDir: "d", listen: tc.listen,
+			clusterListen: "127.0.0.1:7301", clusterURL: "https://127.0.0.1:7301",
 			httpsCert: tc.cert, httpsKey: tc.key, site: tc.site, sessionTTL: 1, settings: defaultSettings()}
 		c, _, err := f.config(slog.New(slog.DiscardHandler))
 		if err != nil || c.Site != tc.want || (c.TLS != nil) != (tc.cert != "") {
@@ -187,6 +189,23 @@ func TestSettingsReachTheGateway(t *testing.T) {
 	if err != nil || c.Quotas.LiveRunsPerWorkspace != 7 || c.SignIn.Hashing != 2 || c.Timeouts.Write != 5*time.Second ||
 		c.RunRetention != 48*time.Hour || c.MaintenanceInterval != 10*time.Second || c.ApprovalTTL != time.Hour || f.settings.streamRecheck != 5*time.Second {
 		t.Errorf("set: %+v (recheck %v), %v; want the flags' values", c, f.settings.streamRecheck, err)
+	}
+	if c.ClusterListen != d.ClusterListen || c.ClusterURL != d.ClusterURL {
+		t.Errorf("cluster listener %s %s, want the defaults %s %s", c.ClusterListen, c.ClusterURL, d.ClusterListen, d.ClusterURL)
+	}
+	f = parse("--cluster-listen", "0.0.0.0:7401", "--cluster-url", "https://gw.example.com:7401")
+	if c, _, err = f.config(slog.New(slog.DiscardHandler)); err != nil || c.ClusterListen != "0.0.0.0:7401" || c.ClusterURL != "https://gw.example.com:7401" {
+		t.Errorf("cluster listener %s %s, %v; want the flags' values", c.ClusterListen, c.ClusterURL, err)
+	}
+	for _, args := range [][]string{
+		{"--cluster-url", "http://gw.example.com:7401"},
+		{"--cluster-listen", "7401"},
+		{"--cluster-listen", "127.0.0.1:7300"}, // --listen's
+	} {
+		f = parse(args...)
+		if _, _, err := f.config(slog.New(slog.DiscardHandler)); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("config(%q) = %v, want a usage error naming %s", args, err, args[0])
+		}
 	}
 }
 

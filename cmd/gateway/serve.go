@@ -12,27 +12,33 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/gateway"
 	"github.com/rodon-compute/rodon/gateway/relay"
 	"github.com/rodon-compute/rodon/internal/cli"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/size"
 	"github.com/rodon-compute/rodon/web"
 )
 
 // serveFlags are the flags of `gateway serve`.
 type serveFlags struct {
-	cluster    clusterFlags
-	listen     string
-	dataDir    string
-	site       string
-	httpsCert  string
-	httpsKey   string
-	ownerEmail string
-	ownerAcct  string
-	sessionTTL time.Duration
-	logLevel   string
-	rootKey    string
-	settings   settings
+	cluster clusterFlags
+	listen  string
+	// clusterListen and clusterURL: the cluster listener, where node
+	// agents fetch their steps' secrets over mutual TLS.
+	clusterListen string
+	clusterURL    string
+	dataDir       string
+	site          string
+	httpsCert     string
+	httpsKey      string
+	ownerEmail    string
+	ownerAcct     string
+	sessionTTL    time.Duration
+	logLevel      string
+	rootKey       string
+	settings      settings
 }
 
 // settings are the bounds of `gateway serve` (docs/GATEWAY.md, "Limits"):
@@ -142,6 +148,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.cluster.register(fs)
 	fs.StringVar(&f.listen, "listen", d.Listen, "HOST:PORT to serve the API and the page on; "+
 		"an address that is not loopback needs --https-cert and --https-key")
+	fs.StringVar(&f.clusterListen, "cluster-listen", d.ClusterListen, "HOST:PORT of the cluster listener, where node agents fetch "+
+		"their steps' secrets (mutual TLS with the cluster CA only; not served with --plaintext)")
+	fs.StringVar(&f.clusterURL, "cluster-url", d.ClusterURL, "https://HOST:PORT at which nodes reach --cluster-listen")
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory for caches (required; the state is in the scheduler)")
 	fs.StringVar(&f.site, "site", "", "origin browsers load the page from (default http://LISTEN, or https://LISTEN with --https-cert)")
 	fs.StringVar(&f.httpsCert, "https-cert", "", "certificate (PEM, chain first) browsers and API clients see: serve HTTPS "+
@@ -170,6 +179,15 @@ func (f *serveFlags) config(logger *slog.Logger) (gateway.Config, *gateway.Publi
 	if err != nil || port == "" {
 		return c, nil, fmt.Errorf("%w: --listen %q: want HOST:PORT", cli.ErrUsage, f.listen)
 	}
+	if h, p, err := net.SplitHostPort(f.clusterListen); err != nil || p == "" {
+		return c, nil, fmt.Errorf("%w: --cluster-listen %q: want HOST:PORT", cli.ErrUsage, f.clusterListen)
+	} else if h == host && p == port {
+		return c, nil, fmt.Errorf("%w: --cluster-listen %s: the same address as --listen; give the cluster listener its own port", cli.ErrUsage, f.clusterListen)
+	}
+	if err := cluster.ValidateGatewayURL(f.clusterURL); err != nil {
+		return c, nil, fmt.Errorf("%w: --cluster-url: %v", cli.ErrUsage, err)
+	}
+	c.ClusterListen, c.ClusterURL = f.clusterListen, f.clusterURL
 	if f.sessionTTL <= 0 {
 		return c, nil, fmt.Errorf("%w: --session-ttl %v: want a positive duration such as 12h", cli.ErrUsage, f.sessionTTL)
 	}
@@ -254,6 +272,9 @@ func serve(ctx context.Context, f *serveFlags, hup <-chan os.Signal, logger *slo
 	cfg.Reload = hup
 	if src != nil {
 		cfg.Reloaders = append(cfg.Reloaders, gateway.Reloader{What: "the cluster certificate", Reload: src.Reload})
+		// The cluster listener: any identity of the cluster CA gets
+		// through the handshake, and its route says who may.
+		cfg.ClusterTLS = src.ServerConfig(pki.AnyIdentity)
 	}
 	if pub != nil {
 		cfg.Reloaders = append(cfg.Reloaders, gateway.Reloader{What: "--https-cert", Reload: pub.Reload})

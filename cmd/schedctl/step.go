@@ -69,6 +69,10 @@ func printStep(w io.Writer, s api.Step) error {
 		// Names only: the scheduler never returns the values.
 		kv.row("env:", strings.Join(s.Spec.EnvNames, " "))
 	}
+	if sec := s.Spec.Secrets; sec != nil {
+		// Names only: values never reach the scheduler.
+		kv.row("secrets:", strings.Join(sec.Names, " ")+" (from "+sec.Gateway+")")
+	}
 	if s.Spec.Workspace != "" {
 		ws := s.Spec.Workspace
 		if s.Spec.BaseRevision != "" {

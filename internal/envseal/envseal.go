@@ -46,7 +46,16 @@ const (
 	// /v1/env/seal), for a caller that keeps it until then: the gateway's
 	// run records. It opens only when a step of that id is submitted.
 	ForSubmit Purpose = "submit"
+	// ForSecretsTicket is a step's secrets delivery ticket in the
+	// replicated state (cluster.StepSecrets), sealed under the name
+	// TicketName: opened only for the agent that runs the step. Its own
+	// purpose keeps it apart from every environment variable, whatever
+	// the variable's name.
+	ForSecretsTicket Purpose = "secrets-ticket"
 )
+
+// TicketName is the name a secrets ticket is sealed under.
+const TicketName = "ticket"
 
 // ErrOpen is returned by Open for a ciphertext that does not open: sealed
 // with a key the keyset does not have, for another purpose, step or name,
