@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -108,7 +109,20 @@ func (r *stepRun) run(ctx context.Context) {
 	// The mask's call site (secrets.go, maskOutput): every byte of the
 	// step's output goes through it before the log has it.
 	values := r.secretValues()
-	if err := sb.Start(ctx, maskOutput(values, lg.Stdout()), maskOutput(values, lg.Stderr())); err != nil {
+	stdout, stderr := maskOutput(values, lg.Stdout()), maskOutput(values, lg.Stderr())
+	// flushMasks writes what the masks held back (a tail that may start a
+	// value) before the log is finished.
+	flushMasks := func() {
+		for _, w := range []io.Writer{stdout, stderr} {
+			if c, ok := w.(io.Closer); ok {
+				if err := c.Close(); err != nil {
+					logger.Warn("flush the step's masked output", "error", err)
+				}
+			}
+		}
+	}
+	if err := sb.Start(ctx, stdout, stderr); err != nil {
+		flushMasks()
 		rec := r.failedRecord(err)
 		rec.Phases.Created = sb.phases.Created
 		r.finish(ctx, lg, sb, rec)
@@ -123,6 +137,9 @@ func (r *stepRun) run(ctx context.Context) {
 	stopWatch := r.watchDenied(ctx, lg, sb)
 	rec, err := r.wait(ctx, sb)
 	stopWatch()
+	if ctx.Err() == nil {
+		flushMasks()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			logger.Info("agent stopping; the step's sandbox stays for the next agent")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rodon-compute/rodon/internal/secretmask"
 	"io"
 	"net/http"
 	"slices"
@@ -137,13 +138,13 @@ func postSecrets(ctx context.Context, hc *http.Client, url string, body []byte) 
 
 // maskOutput returns w, through which the step's stdout or stderr bytes
 // go on their way into the output log (and so the stream and every
-// reader of it), masking values.
-//
-// TODO(issue 17, masking): wrap w with internal/secretmask's streaming
-// masker (secretmask.New(values) and its writer), which replaces each
-// value and its base64 and hex forms with *** across chunk boundaries.
-// If that writer holds bytes back, flush it in stepRun.run before
-// stepRun.finish (lg.Finish). Until then, output is not masked.
+// reader of it), masking each value and its base64 and hex forms as ***
+// (internal/secretmask). Without values it is w itself. The writer it
+// returns may hold back the start of a value: close it (it does not close
+// w) before the log is finished.
 func maskOutput(values []string, w io.Writer) io.Writer {
-	return w
+	if len(values) == 0 {
+		return w
+	}
+	return secretmask.New(values).Writer(w)
 }
