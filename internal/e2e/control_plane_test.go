@@ -151,7 +151,7 @@ func TestControlPlaneDenied(t *testing.T) {
 	gw1Files := pki.DirFiles(ca.Dir, must(pki.ParseIdentity("gateway/gw1")))
 	start(t, "gateway gw1", bin+"/gateway", "serve", "--scheduler", schedURL, "--name", "gw1", "--tls-dir", ca.Dir,
 		"--listen", gwListen, "--https-cert", gw1Files.Cert, "--https-key", gw1Files.Key,
-		"--data-dir", t.TempDir(), "--owner-email", "", "--log-level", "info")
+		"--data-dir", t.TempDir(), "--owner-email", "", "--log-level", "info", "--cluster-listen", freePort(t))
 	// A gateway that only registers an address (gateway serve registers
 	// the address of its one listener).
 	gw6 := tlsClient(t, ca, "gateway/gw6", schedURL)

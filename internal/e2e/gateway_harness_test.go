@@ -10,6 +10,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -78,9 +80,10 @@ func startGateway(t *testing.T, f *fleet, ownerEmail string) *gatewayProc {
 	t.Helper()
 	addr := freePort(t)
 	g := &gatewayProc{addr: addr, site: "http://" + addr, dataDir: t.TempDir()}
-	g.proc = start(t, "gateway "+addr, bin+"/gateway", "serve", "--scheduler", f.urls(), "--listen", addr,
+	args := append([]string{bin + "/gateway", "serve", "--scheduler", f.urls(), "--listen", addr,
 		"--data-dir", g.dataDir, "--site", g.site, "--owner-email", ownerEmail, "--log-level", "debug",
-		"--name", "gateway", "--tls-dir", tlsArgs(t, pki.RoleGateway, "gateway")[1])
+		"--name", "gateway", "--tls-dir", tlsArgs(t, pki.RoleGateway, "gateway")[1]}, gatewaySecretArgs(t)...)
+	g.proc = start(t, "gateway "+addr, args...)
 	waitFor(t, 30*time.Second, "gateway /healthz", func() bool {
 		resp, err := http.Get(g.site + "/healthz")
 		if err != nil {
@@ -90,6 +93,20 @@ func startGateway(t *testing.T, f *fleet, ownerEmail string) *gatewayProc {
 		return resp.StatusCode == http.StatusOK
 	})
 	return g
+}
+
+// gatewaySecretArgs are the flags of a test gateway's secrets: a root key
+// file of its own outside every data dir (made by `gateway keys
+// init-root`), and a cluster listener on a free port, where agents fetch
+// their steps' secrets.
+func gatewaySecretArgs(t *testing.T) []string {
+	t.Helper()
+	key := filepath.Join(t.TempDir(), "root-key.json")
+	if out, err := exec.Command(bin+"/gateway", "keys", "init-root", "--root-key-file", key).CombinedOutput(); err != nil {
+		t.Fatalf("gateway keys init-root: %v\n%s", err, out)
+	}
+	listen := freePort(t)
+	return []string{"--root-key-file", key, "--cluster-listen", listen, "--cluster-url", "https://" + listen}
 }
 
 var ownerPasswordRE = regexp.MustCompile(`created the owner (\S+) with the one-time password (\S+)`)

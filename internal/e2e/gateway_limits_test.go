@@ -29,7 +29,7 @@ func startGatewayWith(t *testing.T, f *fleet, ownerEmail string, extra ...string
 	g := &gatewayProc{addr: addr, site: "http://" + addr, dataDir: t.TempDir()}
 	args := append([]string{bin + "/gateway", "serve", "--scheduler", f.urls(), "--listen", addr,
 		"--data-dir", g.dataDir, "--site", g.site, "--owner-email", ownerEmail, "--log-level", "info",
-		"--name", "gateway", "--tls-dir", tlsArgs(t, pki.RoleGateway, "gateway")[1]}, extra...)
+		"--name", "gateway", "--tls-dir", tlsArgs(t, pki.RoleGateway, "gateway")[1]}, append(gatewaySecretArgs(t), extra...)...)
 	g.proc = start(t, "gateway "+addr, args...)
 	waitFor(t, 30*time.Second, "gateway /healthz", func() bool {
 		resp, err := http.Get(g.site + "/healthz")
