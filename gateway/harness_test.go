@@ -261,9 +261,6 @@ func (f *fixture) request(c cred, method, path, body string) *http.Request {
 	}
 	r := httptest.NewRequest(method, path, rd)
 	r.RemoteAddr = "192.0.2.1:5555"
-	// Until serveRoute sets the caller's tenant (docs/design/tenants.md),
-	// every test call acts in testTenant.
-	r = r.WithContext(withTenant(r.Context(), testTenant))
 	if body != "" {
 		r.Header.Set("Content-Type", "application/json")
 	}

@@ -20,7 +20,7 @@ import (
 )
 
 // testTenant is the tenant every fixture call acts in (request).
-const testTenant = "acct-test"
+const testTenant = "acct-fixture"
 
 // The fixture's secret (newFixtureWith).
 const (
@@ -270,7 +270,7 @@ func TestDataKeyRace(t *testing.T) {
 	}
 	gws := []*Gateway{f.g}
 	for range 3 {
-		g, err := New(f.g.cfg, f.store, f.sched, testLogger(t))
+		g, err := New(f.g.cfg, f.raw, f.sched, testLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

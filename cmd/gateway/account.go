@@ -22,7 +22,7 @@ import (
 // bootstrap` reaches it.
 func accountCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "create" && args[0] != "list") {
-		fmt.Fprintln(stderr, "usage: gateway account create --name N --owner-email E | gateway account list")
+		fmt.Fprintln(stderr, "usage: gateway account create --account-name N --owner-email E | gateway account list")
 		return fmt.Errorf("%w: want gateway account create or list", cli.ErrUsage)
 	}
 	sub := args[0]
@@ -33,7 +33,7 @@ func accountCmd(args []string, stdout, stderr io.Writer) error {
 	output := fs.String("o", "text", "output format: text or json")
 	name, email := new(string), new(string)
 	if sub == "create" {
-		fs.StringVar(name, "name", "", "the account's name (required)")
+		fs.StringVar(name, "account-name", "", "the account's name (required)")
 		fs.StringVar(email, "owner-email", "", "its owner's email (required): a new person gets a one-time password")
 	}
 	if err := cli.ParseFlagsOnly(fs, args[1:], "account "+sub); err != nil {
@@ -46,7 +46,7 @@ func accountCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: -o %q: want text or json", cli.ErrUsage, *output)
 	}
 	if sub == "create" && (*name == "" || *email == "") {
-		return fmt.Errorf("%w: --name and --owner-email are required", cli.ErrUsage)
+		return fmt.Errorf("%w: --account-name and --owner-email are required", cli.ErrUsage)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -236,3 +236,18 @@ func TestAccountCreateAndList(t *testing.T) {
 		t.Errorf("list = %q, want both accounts", out.String())
 	}
 }
+
+// TestAccountFlags: `gateway account create` takes its flags beside the
+// cluster's (its name flag does not collide with --name, the gateway's
+// identity) and refuses a missing one by name.
+func TestAccountFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := accountCmd([]string{"create", "--owner-email", "e@example.com", "--scheduler", "https://127.0.0.1:1"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--account-name") {
+		t.Errorf("account create without --account-name = %v, want an error naming --account-name", err)
+	}
+	err = accountCmd([]string{"create", "--account-name", "acme", "--owner-email", "e@example.com", "--name", "gw1"}, &out, &errOut)
+	if err != nil && strings.Contains(err.Error(), "flag provided but not defined") {
+		t.Errorf("account create with --account-name and --name = %v, want both flags taken", err)
+	}
+}
