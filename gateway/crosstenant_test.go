@@ -85,6 +85,8 @@ func crossPath(pattern string, b *tenantSide) (string, bool) {
 			segs[i] = b.rev
 		case s == "{proposal}":
 			segs[i] = "prop-x"
+		case s == "{name}" && prev == "secrets":
+			segs[i] = crossSecret
 		case s == "{path...}":
 			segs[i] = "data/a.txt"
 		default:
@@ -116,8 +118,14 @@ var (
 		"POST /v1/auth/signin": true, "POST /v1/auth/signout": true, "GET /v1/me": true, "GET /v1/accounts": true,
 		"GET /v1/workspaces": true, "POST /v1/workspaces": true, "GET /v1/members": true, "GET /v1/keys": true,
 		"GET /v1/library": true, "GET /v1/audit": true, "POST /v1/audit/drop": true,
+		"GET /v1/secrets": true,
 	}
 )
+
+// crossSecret is the name of B's secret. A's PUT of that name makes A's
+// own secret (names are per account), so TestCrossTenant checks after it
+// that B's stayed as it was.
+const crossSecret = "B_ONLY"
 
 // crossBody is a body good enough to reach the object check.
 func crossBody(pattern string, b *tenantSide) string {
@@ -132,6 +140,8 @@ func crossBody(pattern string, b *tenantSide) string {
 		return `{"files":[{"path":"big.bin","sha256":"` + strings.Repeat("ab", 32) + `","size":3}]}`
 	case strings.HasSuffix(pattern, "/restore"):
 		return `{"rev":"` + b.rev + `"}`
+	case pattern == "PUT /v1/secrets/{name}":
+		return `{"value":"a's own value"}`
 	case strings.HasPrefix(pattern, "PUT "):
 		return "new file"
 	case strings.HasSuffix(pattern, "/finish"):
@@ -154,9 +164,16 @@ func TestCrossTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := f.addTenant("acct-bbbtenant", "bravo")
+	if w := f.serve(f.request(b.owner, "PUT", "/v1/secrets/"+crossSecret, `{"value":"b's value"}`)); w.Code != http.StatusCreated {
+		t.Fatalf("PUT B's secret as B's owner = %d %s", w.Code, w.Body)
+	}
 
 	for _, rt := range f.g.routes {
 		method, _, _ := strings.Cut(rt.pattern, " ")
+		if rt.pattern == "PUT /v1/secrets/{name}" {
+			// A's own secret of that name: B's stays version 1, below.
+			continue
+		}
 		path, ok := crossPath(rt.pattern, b)
 		if !ok {
 			t.Errorf("route %s: a path parameter TestCrossTenant does not know: add it to crossPath", rt.pattern)
@@ -192,8 +209,14 @@ func TestCrossTenant(t *testing.T) {
 		}
 	}
 
+	var bSecrets []api.Secret
+	if w := f.serve(f.request(b.viewer, "GET", "/v1/secrets", "")); json.Unmarshal(w.Body.Bytes(), &bSecrets) != nil ||
+		len(bSecrets) != 1 || bSecrets[0].Name != crossSecret || bSecrets[0].Version != 1 {
+		t.Errorf("B's secrets after A's calls = %d %s, want %s at version 1", w.Code, w.Body, crossSecret)
+	}
+
 	// B's lists show nothing of A's.
-	aIDs := []string{a.tenant, a.viewerID, f.editorID, a.keyID, wsMain, wsOther, a.run, a.rev, a.libraryID, "sess-main", accountID("owner@example.com")}
+	aIDs := []string{"FIXTURE_SECRET", a.tenant, a.viewerID, f.editorID, a.keyID, wsMain, wsOther, a.run, a.rev, a.libraryID, "sess-main", accountID("owner@example.com")}
 	for _, rt := range f.g.routes {
 		method, path, _ := strings.Cut(rt.pattern, " ")
 		if method != "GET" || strings.Contains(path, "{") {
