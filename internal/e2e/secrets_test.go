@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -201,5 +202,93 @@ func TestSecretScan(t *testing.T) {
 	}
 	if b, err := os.ReadFile(containerdLog); err == nil && testenv.Holds(b, value) {
 		t.Errorf("%s holds the secret value", containerdLog)
+	}
+}
+
+// TestRootRotation is issue 17's Done means 3: while `gateway keys
+// rotate-root` runs against the live gateway's root key file, steps of an
+// agent naming the secret keep running, every one gets the value (its
+// digest) and none fails; afterwards the rotated key still delivers, and
+// the file before the rotation opens no data key (gateway TestRotateRoot
+// checks the keys themselves).
+func TestRootRotation(t *testing.T) {
+	testenv.RequireContainerd(t)
+	defer testenv.CheckNoLeaks(t, "rodon", "/rodon")
+	value := secretValue(t)
+
+	f := &fleet{}
+	startSchedulers(t, f, 1)
+	startNamedAgent(t, f, "secret-node-r1")
+	const ownerEmail = "owner@example.com"
+	rootKey := filepath.Join(t.TempDir(), "root-key.json")
+	if out, err := exec.Command(bin+"/gateway", "keys", "init-root", "--root-key-file", rootKey).CombinedOutput(); err != nil {
+		t.Fatalf("gateway keys init-root: %v\n%s", err, out)
+	}
+	g := startGatewayWith(t, f, ownerEmail, "--root-key-file", rootKey)
+	owner := newGWClient(t, g, &recorder{})
+	password := g.ownerPassword(t, ownerEmail)
+	owner.signIn(ownerEmail, password)
+	var ws api.Workspace
+	owner.must(http.StatusCreated, http.MethodPost, "/v1/workspaces", map[string]string{"name": "rotate"}, &ws)
+	owner.must(http.StatusCreated, http.MethodPut, "/v1/secrets/API_TOKEN", api.PutSecretRequest{Value: value}, nil)
+	run := startAgent(t, owner, ws.ID, "rotator", []string{"Bash"}, "secrets: [API_TOKEN]")
+	step := func(what string) {
+		t.Helper()
+		st, _ := run.bash(`printf 'sum:%s\n' "$(printf %s "$API_TOKEN" | sha256sum | cut -c1-64)"`)
+		if st.State != api.StepExited || st.ExitCode == nil || *st.ExitCode != 0 {
+			t.Fatalf("the step %s = %+v, want exited 0", what, st)
+		}
+		if out := string(stdout(t, owner.openStream(st.ID, 0).untilExit(), 1)); out != "sum:"+sha256Hex(value)+"\n" {
+			t.Fatalf("the step %s printed %q, want the secret's digest", what, out)
+		}
+	}
+	step("before the rotation")
+	before, err := os.ReadFile(rootKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rotate := exec.Command(bin+"/gateway", append([]string{"keys", "rotate-root", "--root-key-file", rootKey, "--scheduler", f.urls()},
+		tlsArgs(t, pki.RoleGateway, "gateway")...)...)
+	var rotateOut bytes.Buffer
+	rotate.Stdout, rotate.Stderr = &rotateOut, &rotateOut
+	if err := rotate.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rotate.Wait() }()
+	for i := 0; ; i++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("gateway keys rotate-root: %v\n%s", err, rotateOut.String())
+			}
+			step("after the rotation")
+			after, err := os.ReadFile(rootKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(before, after) {
+				t.Fatalf("rotate-root left the root key file as it was:\n%s", rotateOut.String())
+			}
+			// The old file opens nothing: a gateway given it cannot
+			// deliver the secret.
+			old := filepath.Join(t.TempDir(), "old-root-key.json")
+			if err := os.WriteFile(old, before, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			g2 := startGatewayWith(t, f, "", "--root-key-file", old)
+			o2 := newGWClient(t, g2, &recorder{})
+			o2.signIn(ownerEmail, password)
+			if code, b := o2.do(http.MethodPut, "/v1/secrets/OTHER", api.PutSecretRequest{Value: "x"}, nil); code != http.StatusServiceUnavailable {
+				t.Errorf("a gateway with the old root key: PUT a secret = %d %s, want 503 (its key opens no data key)", code, b)
+			}
+			return
+		default:
+		}
+		if i > 50 {
+			t.Fatalf("rotate-root still running after %d steps", i)
+		}
+		step(fmt.Sprintf("%d during the rotation", i+1))
 	}
 }
