@@ -31,6 +31,8 @@ type agentInfo struct {
 	id      string
 	listen  string
 	dataDir string
+	// rootKey is its root key file (startGateway's).
+	rootKey string
 }
 
 // startNamedAgent starts one agent with a distinctive node id (so that a
@@ -72,6 +74,8 @@ type gatewayProc struct {
 	addr    string
 	site    string
 	dataDir string
+	// rootKey is its root key file (startGateway's).
+	rootKey string
 }
 
 // startGateway starts `gateway serve` against the fleet's schedulers and
@@ -83,6 +87,7 @@ func startGateway(t *testing.T, f *fleet, ownerEmail string) *gatewayProc {
 	args := append([]string{bin + "/gateway", "serve", "--scheduler", f.urls(), "--listen", addr,
 		"--data-dir", g.dataDir, "--site", g.site, "--owner-email", ownerEmail, "--log-level", "debug",
 		"--name", "gateway", "--tls-dir", tlsArgs(t, pki.RoleGateway, "gateway")[1]}, gatewaySecretArgs(t)...)
+	g.rootKey = args[len(args)-5]
 	g.proc = start(t, "gateway "+addr, args...)
 	waitFor(t, 30*time.Second, "gateway /healthz", func() bool {
 		resp, err := http.Get(g.site + "/healthz")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/pki"
+	"github.com/rodon-compute/rodon/internal/secretbox"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
@@ -172,6 +173,58 @@ func TestSecretScan(t *testing.T) {
 			t.Errorf("an answer, the audit, the events, a record or the snapshot holds a secret value")
 		}
 	}
+
+	// Done means 2: a copy of every data dir and the snapshot, without the
+	// root key, opens no secret. Every Tink keyset in them is tried as the
+	// root key on every account's wrapped data key (the records the store
+	// holds and the snapshot carries); the real root key opens them, so the
+	// test can tell.
+	var dataKeys []api.Record
+	if err := json.Unmarshal(httpGet(t, asGateway, sched+"/v1/records/data_key"), &dataKeys); err != nil || len(dataKeys) == 0 {
+		t.Fatalf("data_key records: %v (%d), want the account's", err, len(dataKeys))
+	}
+	backup := []string{snapFile}
+	for _, dir := range []string{schedDir, agent.dataDir, g.dataDir} {
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				backup = append(backup, p)
+			}
+			return nil
+		})
+	}
+	real, err := secretbox.LoadRoot(g.rootKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keysets int
+	for _, p := range backup {
+		root, err := secretbox.LoadRoot(p)
+		if err != nil {
+			continue
+		}
+		keysets++
+		for _, rec := range dataKeys {
+			var dk struct {
+				Tenant  string `json:"tenant"`
+				Wrapped []byte `json:"wrapped"`
+			}
+			json.Unmarshal(rec.Value, &dk)
+			if _, err := secretbox.OpenDataKey(root, dk.Tenant, dk.Wrapped); err == nil {
+				t.Errorf("the keyset in %s (a data dir or the snapshot) opens the data key of %s", p, dk.Tenant)
+			}
+		}
+	}
+	for _, rec := range dataKeys {
+		var dk struct {
+			Tenant  string `json:"tenant"`
+			Wrapped []byte `json:"wrapped"`
+		}
+		json.Unmarshal(rec.Value, &dk)
+		if _, err := secretbox.OpenDataKey(real, dk.Tenant, dk.Wrapped); err != nil {
+			t.Errorf("the root key does not open the data key of %q: %v (the test cannot tell)", dk.Tenant, err)
+		}
+	}
+	t.Logf("backup: %d files, %d keysets in them tried on %d data keys", len(backup), keysets, len(dataKeys))
 
 	// Files: the daemons' data dirs (the Raft log and snapshots among
 	// them), the workspaces, containerd's and runsc's. The blob of the
