@@ -266,24 +266,30 @@ func (g *Gateway) expireSignins(ctx context.Context) (int, error) {
 // expireGrantKeys deletes the grant key records whose last grant expired
 // (grantkeys.go): a few per day, so one budget of pages covers them.
 func (g *Gateway) expireGrantKeys(ctx context.Context) (int, error) {
-	now := g.now()
+	return expireRecords(ctx, g.store, kindGrantKey, g.now(), func(k grantKeyRecord) time.Time { return k.Expires })
+}
+
+// expireRecords deletes the records of kind (a global kind of few records)
+// whose expiry is not after now, reading at most maintainBudget of them; a
+// record changed or deleted meanwhile is left to the next pass.
+func expireRecords[T any](ctx context.Context, store Store, kind string, now time.Time, expiry func(T) time.Time) (int, error) {
 	deleted, seen := 0, 0
 	cursor := ""
 	for seen < maintainBudget {
-		recs, next, err := g.store.ListRecordsPage(ctx, kindGrantKey, "", min(defaultPageLimit, maintainBudget-seen), cursor)
+		recs, next, err := store.ListRecordsPage(ctx, kind, "", min(defaultPageLimit, maintainBudget-seen), cursor)
 		if err != nil {
 			return deleted, err
 		}
 		seen += len(recs)
-		keys, err := decodeRecords[grantKeyRecord](kindGrantKey, recs)
+		vs, err := decodeRecords[T](kind, recs)
 		if err != nil {
 			return deleted, err
 		}
-		for _, k := range keys {
-			if now.Before(k.Value.Expires) {
+		for _, v := range vs {
+			if now.Before(expiry(v.Value)) {
 				continue
 			}
-			if err := g.store.DeleteRecord(ctx, kindGrantKey, k.ID, k.Version); err != nil {
+			if err := store.DeleteRecord(ctx, kind, v.ID, v.Version); err != nil {
 				if IsNotFound(err) || IsConflict(err) {
 					continue
 				}

@@ -87,35 +87,5 @@ func dropSecretTicket(ctx context.Context, store Store, token string) error {
 // expireSecretTickets deletes the tickets past their expiry (maintenance):
 // a ticket lives ten minutes, so few are ever stored.
 func (g *Gateway) expireSecretTickets(ctx context.Context) (int, error) {
-	now := g.now()
-	deleted, seen := 0, 0
-	cursor := ""
-	for seen < maintainBudget {
-		recs, next, err := g.store.ListRecordsPage(ctx, kindSecretTicket, "", min(defaultPageLimit, maintainBudget-seen), cursor)
-		if err != nil {
-			return deleted, err
-		}
-		seen += len(recs)
-		tickets, err := decodeRecords[secretTicketRecord](kindSecretTicket, recs)
-		if err != nil {
-			return deleted, err
-		}
-		for _, t := range tickets {
-			if now.Before(t.Value.ExpiresAt) {
-				continue
-			}
-			if err := g.store.DeleteRecord(ctx, kindSecretTicket, t.ID, t.Version); err != nil {
-				if IsNotFound(err) || IsConflict(err) {
-					continue
-				}
-				return deleted, err
-			}
-			deleted++
-		}
-		if next == "" || next == cursor || len(recs) == 0 {
-			break
-		}
-		cursor = next
-	}
-	return deleted, nil
+	return expireRecords(ctx, g.store, kindSecretTicket, g.now(), func(t secretTicketRecord) time.Time { return t.ExpiresAt })
 }
