@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/internal/browsertest"
+	"github.com/rodon-compute/rodon/internal/pki"
 	"github.com/rodon-compute/rodon/internal/testenv"
 	"github.com/rodon-compute/rodon/web"
 )
@@ -153,6 +155,35 @@ func TestBrowserSettings(t *testing.T) {
 		if got := eval(`String(document.querySelector('#account-switch').hidden)`); got != "true" {
 			t.Errorf("#account-switch shown with one account")
 		}
+		// A second account with the same owner (a platform operator's
+		// act): the switcher offers it, and switching shows its own
+		// (empty) secrets, then back.
+		cmd := exec.Command(bin+"/gateway", append([]string{"account", "create", "--account-name", "second-co", "--owner-email", ownerEmail,
+			"-o", "json", "--scheduler", f.urls()}, tlsArgs(t, pki.RoleGateway, "gateway")...)...)
+		var created api.CreateTenantAnswer
+		if b, err := cmd.Output(); err != nil || json.Unmarshal(b, &created) != nil || created.Tenant.ID == "" {
+			t.Fatalf("gateway account create = %v %s, want the second account", err, b)
+		}
+		do("reload the secrets", chromedp.Navigate(g.site+"/#/settings/secrets"), chromedp.Reload())
+		wait("the account switcher", `!document.querySelector('#account-switch').hidden && document.querySelectorAll('#account-switch option').length === 2`)
+		switchTo := func(id string) {
+			eval(`(() => { const s = document.querySelector('#account-switch'); s.value = ` + js(id) + `; s.dispatchEvent(new Event('change')); return ''; })()`)
+		}
+		switchTo(created.Tenant.ID)
+		wait("the second account's secrets", `location.hash === '#/settings/secrets' && !!document.querySelector('#secrets-empty') && !document.querySelector('#secrets-empty').hidden && !document.querySelector('tr[data-name=DB_PASSWORD]')`)
+		var secrets []api.Secret
+		apiC.must(http.StatusOK, http.MethodGet, "/v1/secrets", nil, &secrets)
+		if len(secrets) != 1 {
+			t.Errorf("the API client's account after the browser's switch has %d secrets, want its own 1 (a switch moves one sign-in)", len(secrets))
+		}
+		var first string
+		for _, o := range strings.Split(eval(`[...document.querySelectorAll('#account-switch option')].map(o => o.value).join(',')`), ",") {
+			if o != created.Tenant.ID {
+				first = o
+			}
+		}
+		switchTo(first)
+		wait("the first account's secrets", `!!document.querySelector('tr[data-name=DB_PASSWORD]')`)
 	})
 
 	// The viewer: the secrets' names, no control at all.
