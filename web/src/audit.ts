@@ -35,12 +35,12 @@ export function auditQuery(f: Filter, cursor: string): string {
 /**
  * matches checks an entry against the filter on the page as well: the
  * gateway filters, and a gateway without a filter shows a page that is
- * only shorter, never wrong. An action ending in "." matches every action
- * under it ("key." matches key.create and key.delete).
+ * only shorter, never wrong. An action matches exactly, as the gateway's
+ * filter does.
  */
 function matches(e: AuditEntry, doc: AuditDocument, f: Filter): boolean {
   if (f.who && doc.who !== f.who) return false;
-  if (f.action && !(f.action.endsWith(".") ? doc.action?.startsWith(f.action) : doc.action === f.action)) return false;
+  if (f.action && doc.action !== f.action) return false;
   const t = Date.parse(e.time);
   if (f.since && t < Date.parse(f.since)) return false;
   if (f.until && t >= Date.parse(f.until)) return false;
