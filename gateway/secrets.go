@@ -23,6 +23,11 @@ import (
 // maxSecretValue bounds a secret's value.
 const maxSecretValue = 64 << 10
 
+// maxSecrets bounds an account's secrets (a var for the tests). A new
+// secret past it is refused; two created at once may each pass the count,
+// so the bound may be passed by the gateways creating at that moment.
+var maxSecrets = 500
+
 // dataKeyID is the id of a tenant's data key record (the tenant store
 // makes it TENANT.data).
 const dataKeyID = "data"
@@ -160,6 +165,13 @@ func (g *Gateway) handlePutSecret(c *call) error {
 			UpdatedAt: now, UpdatedBy: c.p.actor}
 		if version == 0 {
 			rec.CreatedAt, rec.CreatedBy = now, c.p.actor
+			recs, _, err := g.store.ListRecordsPage(c.ctx, kindSecret, "", maxSecrets, "")
+			if err != nil {
+				return err
+			}
+			if len(recs) >= maxSecrets {
+				return quotaExceeded("the account has %d secrets, at most %d: delete one before setting %s", len(recs), maxSecrets, name)
+			}
 		}
 		if rec.Sealed, err = k.Seal(tenant, name, rec.Version, req.Value); err != nil {
 			return err

@@ -300,3 +300,19 @@ func TestDataKeyRace(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsLimit: an account holds at most maxSecrets; past it a new
+// secret is refused with 429 naming the bound, and replacing one still
+// works.
+func TestSecretsLimit(t *testing.T) {
+	old := maxSecrets
+	maxSecrets = 2
+	t.Cleanup(func() { maxSecrets = old })
+	f := newFixture(t) // holds FIXTURE_SECRET
+	f.do("admin", "PUT", "/v1/secrets/SECOND", `{"value":"v2"}`, http.StatusCreated, nil)
+	w := f.do("admin", "PUT", "/v1/secrets/THIRD", `{"value":"v3"}`, http.StatusTooManyRequests, nil)
+	if !strings.Contains(w.Body.String(), "at most 2") {
+		t.Errorf("PUT past the bound = %s, want it named", w.Body)
+	}
+	f.do("admin", "PUT", "/v1/secrets/SECOND", `{"value":"v2b"}`, http.StatusOK, nil)
+}
