@@ -24,6 +24,20 @@ type Node struct {
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
 	DownSince     time.Time `json:"down_since,omitzero"`
 	DownReason    string    `json:"down_reason,omitempty"`
+	// Pool is the node's warm pool as of its last heartbeat to the
+	// current leader (absent: no pool, or not heard since the leader took
+	// office).
+	Pool *WarmPool `json:"pool,omitempty"`
+}
+
+// WarmPool is a node's pool of sandboxes made ahead of demand (each
+// runs one step and is destroyed after it).
+type WarmPool struct {
+	Ready       int   `json:"ready"`
+	Creating    int   `json:"creating"`
+	Classes     int   `json:"classes"`
+	MemoryBytes int64 `json:"memory_bytes"`
+	BudgetBytes int64 `json:"budget_bytes"`
 }
 
 // Resources are an amount of CPU (cores) and memory.

@@ -29,7 +29,26 @@ type Heartbeat struct {
 	Node    NodeID        `json:"node"`
 	Health  Health        `json:"health"`
 	Running []StepAttempt `json:"running,omitempty"`
-	At      time.Time     `json:"at"`
+	// Pool is the node's warm pool (nil: the node has none). It is soft
+	// state: the leader keeps the latest in memory and never replicates
+	// it.
+	Pool *PoolStatus `json:"pool,omitempty"`
+	At   time.Time   `json:"at"`
+}
+
+// PoolStatus is a node's warm pool of sandboxes made ahead of demand,
+// each for exactly one step.
+type PoolStatus struct {
+	// Ready sandboxes wait for a step; Creating are being made.
+	Ready    int `json:"ready"`
+	Creating int `json:"creating"`
+	// Classes counts the pool's classes (image, network, workspace size,
+	// pids) with a target above zero.
+	Classes int `json:"classes"`
+	// MemoryBytes is what the pool's sandboxes use now; BudgetBytes is
+	// what they may use at most (agentd serve --warm-pool-memory).
+	MemoryBytes int64 `json:"memory_bytes"`
+	BudgetBytes int64 `json:"budget_bytes"`
 }
 
 // HeartbeatResult is the response to a Heartbeat.
