@@ -100,8 +100,8 @@ func (s *Server) leaderLoops(since time.Time) []leaderLoop {
 // configuration.
 func (s *Server) establish(ctx context.Context) {
 	st := s.fsm.State()
-	if m, ok := st.Member(s.cfg.ID); !ok || m.RaftAddress != s.cfg.RaftAddr || m.HTTPAddress != s.cfg.HTTPAddr {
-		_, err := s.raft.Apply(ctx, cluster.SetMember{ID: s.cfg.ID, RaftAddress: s.cfg.RaftAddr, HTTPAddress: s.cfg.HTTPAddr, At: s.now()})
+	if m, ok := st.Member(s.cfg.ID); !ok || m.RaftAddress != s.cfg.RaftAddr || m.HTTPAddress != s.cfg.HTTPAddr || m.Version != cluster.MemberVersion {
+		_, err := s.raft.Apply(ctx, cluster.SetMember{ID: s.cfg.ID, RaftAddress: s.cfg.RaftAddr, HTTPAddress: s.cfg.HTTPAddr, Version: cluster.MemberVersion, At: s.now()})
 		if err != nil && ctx.Err() == nil {
 			s.logger.Warn("record own member addresses", "error", err)
 		}
