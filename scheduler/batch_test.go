@@ -2,8 +2,11 @@ package scheduler
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 // applyBatch applies cmds as one CmdBatch entry and returns its results.
@@ -131,6 +135,83 @@ func TestApplyBatchCorrupt(t *testing.T) {
 	}
 }
 
+// TestBatcher commits many concurrent commands through the leader's
+// batcher on a real 3-member cluster, in fewer entries than commands, each
+// caller getting its own result; after its context ends, every caller is
+// refused as by a follower and no goroutine is left.
+func TestBatcher(t *testing.T) {
+	testenv.NoGoroutinesAtCleanup(t, 3*time.Second, "scheduler.(*batcher)")
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader(c.members...)
+	mustRaftApply(t, leader, register("n1", 1000, 1<<42))
+	ctx, stop := context.WithCancel(t.Context())
+	b := newBatcher(leader.raft, func(context.Context) bool { return true })
+	var wg sync.WaitGroup
+	wg.Go(func() { b.run(ctx) })
+	t.Cleanup(func() { stop(); wg.Wait() })
+
+	const n = 300
+	errs := make([]error, n)
+	var callers sync.WaitGroup
+	for i := range n {
+		callers.Go(func() {
+			id := cluster.StepID(fmt.Sprintf("s%03d", i%(n-10))) // 10 duplicates
+			_, errs[i] = b.Apply(t.Context(), cluster.SubmitStep{Step: id, Spec: spec(0.01, 16<<20, false), At: at(1)})
+		})
+	}
+	callers.Wait()
+	var exists int
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, ErrExists):
+			exists++
+		case err != nil:
+			t.Errorf("Apply(s%03d) = %v", i, err)
+		}
+	}
+	if exists != 10 {
+		t.Errorf("%d submissions answered ErrExists, want 10", exists)
+	}
+	if got := len(leader.fsm.State().Steps(StepFilter{})); got != n-10 {
+		t.Errorf("%d steps, want %d", got, n-10)
+	}
+	entries, items := leader.fsm.Applied()
+	if items[cluster.CmdSubmitStep] != n || entries[cluster.CmdBatch] == 0 || entries[cluster.CmdBatch]+entries[cluster.CmdSubmitStep] >= n {
+		t.Errorf("Applied() = %v, %v; want %d submissions in fewer entries, some batches", entries, items, n)
+	}
+	c.waitConverged(c.members...)
+
+	stop()
+	wg.Wait()
+	if _, err := b.Apply(t.Context(), submit("late", false)); !errors.Is(err, ErrNotLeader) {
+		t.Errorf("Apply after stop = %v, want ErrNotLeader", err)
+	}
+}
+
+// TestBatcherNotAllowed: while a member has not recorded a version that
+// knows batches, the batcher logs each command as an entry of its own.
+func TestBatcherNotAllowed(t *testing.T) {
+	c := newTestCluster(t, 3)
+	leader := c.waitLeader(c.members...)
+	ctx, stop := context.WithCancel(t.Context())
+	b := newBatcher(leader.raft, func(context.Context) bool { return false })
+	var wg sync.WaitGroup
+	wg.Go(func() { b.run(ctx) })
+	t.Cleanup(func() { stop(); wg.Wait() })
+	var callers sync.WaitGroup
+	for i := range 50 {
+		callers.Go(func() {
+			if _, err := b.Apply(t.Context(), submit(cluster.StepID(fmt.Sprintf("s%02d", i)), false)); err != nil {
+				t.Errorf("Apply(s%02d) = %v", i, err)
+			}
+		})
+	}
+	callers.Wait()
+	if entries, _ := leader.fsm.Applied(); entries[cluster.CmdBatch] != 0 || entries[cluster.CmdSubmitStep] != 50 {
+		t.Errorf("Applied() entries = %v, want 50 submit_step and no batch", entries)
+	}
+}
+
 // TestBatchGate: members record their version when they join or lead, and
 // the leader batches only while every member of the configuration has
 // recorded one that knows batches (a rolling upgrade batches once the last
@@ -158,5 +239,19 @@ func TestBatchGate(t *testing.T) {
 	}
 	if srv.batchesAllowed(t.Context()) {
 		t.Errorf("batchesAllowed() = true with member %s at version 0", old.ID)
+	}
+	// Its steps still commit, one entry each.
+	before, _ := srv.fsm.Applied()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			if _, err := srv.apply(t.Context(), submit(cluster.StepID(fmt.Sprintf("g%02d", i)), false)); err != nil {
+				t.Errorf("apply(g%02d) = %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if after, _ := srv.fsm.Applied(); after[cluster.CmdBatch] != before[cluster.CmdBatch] {
+		t.Errorf("batch entries %d -> %d with a member at version 0, want none", before[cluster.CmdBatch], after[cluster.CmdBatch])
 	}
 }

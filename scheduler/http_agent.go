@@ -93,7 +93,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) error {
 		return notFound("node %s: not found: register it first (POST /v1/agent/register)", c.Node)
 	}
 	c.At = s.now()
-	res, err := s.raft.Apply(r.Context(), c)
+	res, err := s.apply(r.Context(), c)
 	if err != nil {
 		return err
 	}
@@ -255,7 +255,7 @@ func (s *Server) handleConfirmCancel(w http.ResponseWriter, r *http.Request) err
 
 // applyReport applies an agent's report and answers {"index": N}.
 func (s *Server) applyReport(w http.ResponseWriter, r *http.Request, c cluster.Command) error {
-	if _, err := s.raft.Apply(r.Context(), c); err != nil {
+	if _, err := s.apply(r.Context(), c); err != nil {
 		return err
 	}
 	return s.answerIndex(w)

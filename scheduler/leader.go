@@ -56,6 +56,9 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup
+	b := newBatcher(s.raft, s.batchesAllowed)
+	wg.Go(func() { b.run(ctx) })
+	s.batcher.Store(b)
 	wg.Go(func() {
 		// Apply what the previous leader committed before acting on it.
 		if err := s.raft.Barrier(ctx); err != nil {
@@ -70,6 +73,7 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 		}
 	})
 	return func() {
+		s.batcher.CompareAndSwap(b, nil)
 		cancel()
 		wg.Wait()
 	}
