@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 
+	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
 	"github.com/rodon-compute/rodon/internal/testenv"
 )
@@ -253,5 +255,50 @@ func TestBatchGate(t *testing.T) {
 	wg.Wait()
 	if after, _ := srv.fsm.Applied(); after[cluster.CmdBatch] != before[cluster.CmdBatch] {
 		t.Errorf("batch entries %d -> %d with a member at version 0, want none", before[cluster.CmdBatch], after[cluster.CmdBatch])
+	}
+}
+
+// TestPlacementBatched: a placement pass places every queued step that
+// fits in one read of the state, its own decisions counted, in batches
+// rather than an entry per step, and never over the node's capacity.
+func TestPlacementBatched(t *testing.T) {
+	c := newServerCluster(t, 3, nil)
+	cl := c.client(c.follower())
+	const n = 40
+	var ids []string
+	for range n {
+		s, err := cl.SubmitStep(t.Context(), api.StepRequest{Image: "base", Args: []string{"true"}, CPU: 0.1, MemoryBytes: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+	}
+	leader := c.waitLeader().srv
+	before, beforeItems := leader.fsm.Applied()
+	// Room for 30 of them (CPU 3 cores at 0.1 each), starting 100 at once.
+	if _, err := cl.Register(t.Context(), cluster.RegisterNode{Node: "n1", Address: netip.MustParseAddrPort("127.0.0.1:7200"),
+		Capacity: cluster.Resources{CPU: 3, MemoryBytes: 64 * gib}, Health: cluster.Health{State: cluster.NodeReady}, MaxStarting: 100}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		placed := 0
+		for _, id := range ids {
+			if s, _ := leader.fsm.State().Step(cluster.StepID(id)); s.State == cluster.StatePlaced {
+				placed++
+			}
+		}
+		if placed == 30 {
+			break
+		}
+		if placed > 30 || time.Now().After(deadline) {
+			t.Fatalf("%d steps placed, want 30 (the node's capacity)", placed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	after, afterItems := leader.fsm.Applied()
+	entries := after[cluster.CmdPlaceStep] - before[cluster.CmdPlaceStep] + after[cluster.CmdBatch] - before[cluster.CmdBatch]
+	if items := afterItems[cluster.CmdPlaceStep] - beforeItems[cluster.CmdPlaceStep]; items != 30 || entries > 5 {
+		t.Errorf("30 placements in %d entries (%d place items), want a few batches", entries, items)
 	}
 }
