@@ -67,6 +67,10 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 			}
 			return
 		}
+		// Heartbeats are kept in memory once the state holds every
+		// entry committed before this term (which every agent's view
+		// comes from): see handleHeartbeat.
+		s.beats.Store(newHeartbeats())
 		s.establish(ctx)
 		for _, loop := range s.leaderLoops(since) {
 			wg.Go(func() { s.loop(ctx, loop.name, loop.fn) })
@@ -74,6 +78,7 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 	})
 	return func() {
 		s.batcher.CompareAndSwap(b, nil)
+		s.beats.Store(nil)
 		cancel()
 		wg.Wait()
 	}

@@ -204,8 +204,9 @@ func (s *Server) compactSteps(ctx context.Context) time.Time {
 }
 
 // checkNodes declares down the nodes silent for longer than the TTL. A
-// node's silence counts from its last heartbeat, or from when this member
-// became the leader (since), whichever is later: a new leader gives every
+// node's silence counts from its last heartbeat (in the leader's memory or
+// the log), or from when this member became the leader (since), whichever
+// is later: a new leader gives every
 // node a full TTL, since it cannot know what the previous one heard.
 func (s *Server) checkNodes(ctx context.Context, since time.Time) time.Time {
 	ttl := s.cfg.NodeTTL
@@ -216,6 +217,11 @@ func (s *Server) checkNodes(ctx context.Context, since time.Time) time.Time {
 			continue
 		}
 		last := later(n.LastHeartbeat, since)
+		if hb := s.beats.Load(); hb != nil {
+			if at, _, ok := hb.last(n.ID); ok {
+				last = later(last, at)
+			}
+		}
 		due := last.Add(ttl)
 		now := s.now()
 		if now.Before(due) {

@@ -178,6 +178,9 @@ type Server struct {
 	// batcher is the group commit of this member's current term as the
 	// leader (lead sets and clears it); nil while it does not lead.
 	batcher atomic.Pointer[batcher]
+	// beats is the memory of heartbeats of this member's current term as
+	// the leader (lead sets and clears it); nil while it does not lead.
+	beats atomic.Pointer[heartbeats]
 	// patterns are the routes served, in order (each has its accessTable
 	// row).
 	patterns []string
