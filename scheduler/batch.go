@@ -9,19 +9,25 @@ import (
 	"github.com/rodon-compute/rodon/cluster"
 )
 
-// Limits of one CmdBatch entry.
+// Limits of one CmdBatch entry, and how many entries of the batcher may
+// be committing at once.
 const (
 	maxBatchItems = 512
 	maxBatchBytes = 256 << 10
+	// maxInflight lets the next batches go to Raft while one commits:
+	// Raft then writes and replicates them together (one disk sync for
+	// several entries), where one at a time would pay a sync each.
+	maxInflight = 4
 )
 
 // batcher is the leader's group commit for the commands of many callers
 // (submissions, agent reports, heartbeats that change something). Apply
 // queues a command and waits; run, one goroutine, takes whatever is queued
 // (at most maxBatchItems items or maxBatchBytes) and logs it as one entry,
-// while the next batch fills. There is no timer: at low load a batch holds
-// one command, logged as a plain entry, and costs one commit; under load
-// batches grow by themselves.
+// while the next batch fills; up to maxInflight entries commit at once,
+// each in a goroutine of run's. There is no timer: at low load a batch
+// holds one command, logged as a plain entry, and costs one commit; under
+// load batches grow by themselves.
 //
 // lead makes one per term and runs it; when leadership ends its context
 // ends, run fails whatever is still queued with a *NotLeaderError, and
@@ -85,9 +91,13 @@ func (b *batcher) Apply(ctx context.Context, cmd cluster.Command) (any, error) {
 	}
 }
 
-// run commits batches until ctx ends, then fails what is queued.
+// run commits batches until ctx ends, then fails what is queued and
+// waits for the commits in flight to answer their callers.
 func (b *batcher) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer b.stop()
+	slots := make(chan struct{}, maxInflight)
 	for {
 		select {
 		case <-ctx.Done():
@@ -95,11 +105,24 @@ func (b *batcher) run(ctx context.Context) {
 		case <-b.wake:
 		}
 		for ctx.Err() == nil {
+			// A slot first, so that the batch holds whatever queued
+			// while the commits in flight took them all.
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			calls := b.take()
 			if len(calls) == 0 {
+				<-slots
 				break
 			}
-			b.commit(ctx, calls)
+			// Handed to Raft here, in queue order; waited for aside.
+			wait := b.send(ctx, calls)
+			wg.Go(func() {
+				defer func() { <-slots }()
+				wait()
+			})
 		}
 	}
 }
@@ -134,25 +157,34 @@ func (b *batcher) stop() {
 	}
 }
 
-// commit logs calls as one entry and answers each call.
-func (b *batcher) commit(ctx context.Context, calls []*batchCall) {
+// send hands calls to Raft, as one entry or, when batches are not
+// allowed or there is one call, an entry each; the function it returns
+// waits for them and answers each call.
+func (b *batcher) send(ctx context.Context, calls []*batchCall) (wait func()) {
 	if len(calls) == 1 || !b.allowed(ctx) {
-		var wg sync.WaitGroup
-		for _, c := range calls {
-			wg.Go(func() {
-				res, err := b.raft.applyEntry(ctx, c.item.Type, append([]byte{byte(c.item.Type)}, c.item.Data...))
-				c.done <- batchAnswer{res: res, err: leadershipErr(ctx, err)}
-			})
+		waits := make([]func(context.Context) (any, error), len(calls))
+		for i, c := range calls {
+			waits[i] = b.raft.applyAsync(ctx, c.item.Type, append([]byte{byte(c.item.Type)}, c.item.Data...))
 		}
-		wg.Wait()
-		return
+		return func() {
+			for i, c := range calls {
+				res, err := waits[i](ctx)
+				if e, ok := res.(error); ok && err == nil {
+					res, err = nil, e
+				}
+				c.done <- batchAnswer{res: res, err: leadershipErr(ctx, err)}
+			}
+		}
 	}
 	items := make([]cluster.BatchItem, len(calls))
 	for i, c := range calls {
 		items[i] = c.item
 	}
-	res, err := b.raft.applyEntry(ctx, cluster.CmdBatch, cluster.EncodeBatch(items))
-	answerBatch(calls, res, leadershipErr(ctx, err))
+	w := b.raft.applyAsync(ctx, cluster.CmdBatch, cluster.EncodeBatch(items))
+	return func() {
+		res, err := w(ctx)
+		answerBatch(calls, res, leadershipErr(ctx, err))
+	}
 }
 
 // answerBatch gives each call its item's result of a batch entry.

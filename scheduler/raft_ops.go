@@ -124,6 +124,29 @@ func (r *Raft) applyRaw(ctx context.Context, t cluster.CommandType, b []byte) (a
 	return f.Response(), nil
 }
 
+// applyAsync hands the encoded entry b, of type t, to Raft and returns
+// at once; wait then waits for it as applyRaw would. Entries handed over
+// by one goroutine are logged in that order. wait must be called, once.
+func (r *Raft) applyAsync(ctx context.Context, t cluster.CommandType, b []byte) (wait func(context.Context) (any, error)) {
+	ra, release, err := r.acquire(ctx)
+	if err != nil {
+		return func(context.Context) (any, error) { return nil, err }
+	}
+	if ra.State() != raft.Leader {
+		release()
+		err := notLeader(ra)
+		return func(context.Context) (any, error) { return nil, err }
+	}
+	f := ra.Apply(b, r.timeout(ctx))
+	return func(ctx context.Context) (any, error) {
+		defer release()
+		if err := r.wait(ctx, f); err != nil {
+			return nil, fmt.Errorf("apply %s: %w", t, raftErr(ra, err))
+		}
+		return f.Response(), nil
+	}
+}
+
 // notLeaderNow returns the *NotLeaderError of this member as it knows the
 // leader now.
 func (r *Raft) notLeaderNow() error {
