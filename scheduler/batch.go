@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/rodon-compute/rodon/cluster"
 )
 
@@ -89,6 +91,62 @@ func (b *batcher) Apply(ctx context.Context, cmd cluster.Command) (any, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// ApplyAll logs cmds, which must be batchable, in order, in the next
+// batches (the queue keeps them together and in order), and returns each
+// command's result or business error (an error value) in results; err is
+// a failure to log them (then any of them may or may not be applied).
+func (b *batcher) ApplyAll(ctx context.Context, cmds []cluster.Command) (results []any, err error) {
+	calls := make([]*batchCall, len(cmds))
+	for i, cmd := range cmds {
+		item, err := cluster.NewBatchItem(cmd)
+		if err != nil {
+			return nil, err
+		}
+		calls[i] = &batchCall{item: item, done: make(chan batchAnswer, 1)}
+	}
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return nil, b.raft.notLeaderNow()
+	}
+	for _, c := range calls {
+		b.queue = append(b.queue, c)
+		b.bytes += len(c.item.Data)
+	}
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	results = make([]any, len(calls))
+	for i, c := range calls {
+		select {
+		case a := <-c.done:
+			switch {
+			case a.err != nil && isLogError(a.err):
+				err = a.err
+			case a.err != nil:
+				results[i] = a.err
+			default:
+				results[i] = a.res
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// isLogError reports whether err, an answer of the batcher, is a failure
+// to log the command rather than the FSM's business error.
+func isLogError(err error) bool {
+	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrStopped) ||
+		errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // run commits batches until ctx ends, then fails what is queued and

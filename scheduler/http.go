@@ -53,6 +53,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/agent/steps/{id}/events", s.write(s.handleEvents))
 	mux.HandleFunc("POST /v1/agent/steps/{id}/exit", s.write(s.handleExit))
 	mux.HandleFunc("POST /v1/agent/steps/{id}/cancel-confirmed", s.write(s.handleConfirmCancel))
+	mux.HandleFunc("POST /v1/agent/reports", s.write(s.handleReports))
 	mux.HandleFunc("POST /v1/agent/uploads", s.read(s.handleUploads))
 	s.workspaceRoutes(mux)
 
