@@ -45,7 +45,6 @@ type batcher struct {
 
 	mu      sync.Mutex
 	queue   []*batchCall
-	bytes   int
 	stopped bool
 }
 
@@ -79,7 +78,6 @@ func (b *batcher) Apply(ctx context.Context, cmd cluster.Command) (any, error) {
 		return nil, b.raft.notLeaderNow()
 	}
 	b.queue = append(b.queue, c)
-	b.bytes += len(item.Data)
 	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
@@ -113,7 +111,6 @@ func (b *batcher) ApplyAll(ctx context.Context, cmds []cluster.Command) (results
 	}
 	for _, c := range calls {
 		b.queue = append(b.queue, c)
-		b.bytes += len(c.item.Data)
 	}
 	b.mu.Unlock()
 	select {
@@ -196,7 +193,6 @@ func (b *batcher) take() []*batchCall {
 	}
 	calls := b.queue[:n:n]
 	b.queue = b.queue[n:]
-	b.bytes -= size
 	if len(b.queue) == 0 {
 		b.queue = nil
 	}
@@ -207,7 +203,7 @@ func (b *batcher) take() []*batchCall {
 func (b *batcher) stop() {
 	b.mu.Lock()
 	calls := b.queue
-	b.queue, b.bytes, b.stopped = nil, 0, true
+	b.queue, b.stopped = nil, true
 	b.mu.Unlock()
 	err := b.raft.notLeaderNow()
 	for _, c := range calls {
@@ -283,4 +279,3 @@ func (s *Server) apply(ctx context.Context, cmd cluster.Command) (any, error) {
 	}
 	return s.raft.Apply(ctx, cmd)
 }
-

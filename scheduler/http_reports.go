@@ -199,4 +199,3 @@ func reportError(err error) *cluster.ReportError {
 	he := errorOf(err)
 	return &cluster.ReportError{Status: he.Status, Code: he.Code, Message: he.Message}
 }
-

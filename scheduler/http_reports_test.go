@@ -78,4 +78,3 @@ func TestAgentReports(t *testing.T) {
 		t.Errorf("Reports(node n2) as agent/n1 = %v, want 403", err)
 	}
 }
-
