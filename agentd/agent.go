@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd/blobcache"
@@ -105,6 +106,9 @@ type Agent struct {
 	// heartbeat. Both are set by Run's goroutine only.
 	probed cluster.Health
 	health cluster.Health
+	// seenIndex is the index of the last assignments answer, sent with
+	// each heartbeat (cluster.Heartbeat.SeenIndex).
+	seenIndex atomic.Uint64
 
 	mu sync.Mutex
 	// steps are the attempts this agent runs, by step id.
@@ -241,7 +245,11 @@ func (a *Agent) checkHealth() {
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	ticker.Every(ctx, a.cfg.Heartbeat, func() bool {
 		a.checkHealth()
-		res, err := a.sched.Heartbeat(ctx, cluster.Heartbeat{Node: a.cfg.Node, Health: a.health, Running: a.running()})
+		// running before the index: a step it lists came from an answer
+		// at or below the index read after it.
+		running := a.running()
+		res, err := a.sched.Heartbeat(ctx, cluster.Heartbeat{Node: a.cfg.Node, Health: a.health, Running: running,
+			SeenIndex: a.seenIndex.Load()})
 		if err != nil {
 			if ctx.Err() == nil {
 				a.logger.Warn("heartbeat", "error", err)
@@ -281,6 +289,7 @@ func (a *Agent) assignmentLoop(ctx context.Context) {
 			continue
 		}
 		index = next
+		a.seenIndex.Store(next)
 		for _, st := range steps {
 			a.apply(ctx, st)
 		}

@@ -21,6 +21,9 @@ type JoinRequest struct {
 	ID          string `json:"id"`
 	RaftAddress string `json:"raft_address"`
 	HTTPAddress string `json:"http_address"`
+	// Version is the joining member's software version; absent (0) from
+	// a member older than the field.
+	Version uint32 `json:"version,omitzero"`
 }
 
 // RemoveMemberRequest is the body of POST /v1/members/remove.

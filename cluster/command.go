@@ -45,9 +45,10 @@ const (
 	CmdAuditDrop       CommandType = 24
 	// 25 adds a workspace revision (workspace.go).
 	CmdCommitRevision CommandType = 25
-	// 26 is reserved for CmdBatch (docs/design/speed.md, issue 13, not yet
-	// built). 27 drops one tenant's old audit entries (the scheduler's,
-	// as 24).
+	// 26 carries many of the other commands in one entry
+	// (command_batch.go). 27 drops one tenant's old audit entries (the
+	// scheduler's, as 24).
+	CmdBatch           CommandType = 26
 	CmdAuditDropTenant CommandType = 27
 
 	IgnorableFlag CommandType = 0x80
@@ -80,6 +81,7 @@ var commandNames = map[CommandType]string{
 	CmdCompactSteps:    "compact_steps",
 	CmdAuditDrop:       "audit_drop",
 	CmdCommitRevision:  "commit_revision",
+	CmdBatch:           "batch",
 	CmdAuditDropTenant: "audit_drop_tenant",
 }
 

@@ -9,16 +9,22 @@ type Member struct {
 	ID          string `json:"id"`
 	RaftAddress string `json:"raft_address"`
 	HTTPAddress string `json:"http_address"`
+	// Version is the member's software version as it last recorded it
+	// (BatchVersion and up); 0 for a member older than the field.
+	Version     uint32 `json:"version,omitzero"`
 	ModifyIndex uint64 `json:"modify_index"`
 }
 
 // SetMember creates or replaces a member's record: the leader logs it for
 // itself when it takes office and for a member that joins.
 type SetMember struct {
-	ID          string    `json:"id"`
-	RaftAddress string    `json:"raft_address"`
-	HTTPAddress string    `json:"http_address"`
-	At          time.Time `json:"at"`
+	ID          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+	HTTPAddress string `json:"http_address"`
+	// Version is the member's software version (see BatchVersion); 0
+	// from a member older than the field.
+	Version uint32    `json:"version,omitzero"`
+	At      time.Time `json:"at"`
 }
 
 // RemoveMember deletes a member's record after it left the Raft

@@ -33,7 +33,11 @@ type Heartbeat struct {
 	// state: the leader keeps the latest in memory and never replicates
 	// it.
 	Pool *PoolStatus `json:"pool,omitempty"`
-	At   time.Time   `json:"at"`
+	// SeenIndex is the index of the node's last assignments answer. A
+	// leader whose state is behind it does not answer which of Running
+	// are unwanted. Never logged (the leader clears it).
+	SeenIndex uint64    `json:"seen_index,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 // PoolStatus is a node's warm pool of sandboxes made ahead of demand,

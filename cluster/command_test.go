@@ -39,7 +39,7 @@ func TestCommandTypesStable(t *testing.T) {
 		7: StepExit{}, 8: RequestCancel{}, 9: ConfirmCancel{}, 10: MarkNodeLost{}, 11: Expire{}, 12: StepEvents{},
 		13: SetMember{}, 14: RemoveMember{}, 15: Restore{}, 19: SetGateway{},
 		20: StepUnplaceable{}, 21: StepsWaiting{}, 22: StartTimeout{}, 23: CompactSteps{},
-		25: CommitRevision{},
+		25: CommitRevision{}, 26: Batch{},
 	}
 	// The record store's and the audit log's commands are the scheduler's
 	// (scheduler.TestRecordCommandTypes pins them); their numbers are here.

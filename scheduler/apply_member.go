@@ -13,7 +13,7 @@ func (st *State) applySetMember(idx uint64, c *cluster.SetMember) any {
 	if c.ID == "" || c.RaftAddress == "" || c.HTTPAddress == "" {
 		return fmt.Errorf("member %q: id, raft_address and http_address are required: %w", c.ID, ErrInvalid)
 	}
-	st.members[c.ID] = &cluster.Member{ID: c.ID, RaftAddress: c.RaftAddress, HTTPAddress: c.HTTPAddress, ModifyIndex: idx}
+	st.members[c.ID] = &cluster.Member{ID: c.ID, RaftAddress: c.RaftAddress, HTTPAddress: c.HTTPAddress, Version: c.Version, ModifyIndex: idx}
 	return nil
 }
 

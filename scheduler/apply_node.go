@@ -113,17 +113,31 @@ func (st *State) applyHeartbeat(idx uint64, c *cluster.Heartbeat) any {
 	n.ModifyIndex = idx
 	st.nodes[n.ID] = n
 
-	res := &cluster.HeartbeatResult{}
-	for _, a := range c.Running {
+	return &cluster.HeartbeatResult{Unwanted: st.unwanted(c.Node, c.Running)}
+}
+
+// Unwanted returns the attempts of running, which node says it runs, that
+// the state does not want running there (ended, elsewhere, another
+// attempt, or unknown), as a logged heartbeat would answer them. It
+// changes nothing: the leader answers a heartbeat it does not log with it.
+func (st *State) Unwanted(node cluster.NodeID, running []cluster.StepAttempt) []cluster.StepAttempt {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.unwanted(node, running)
+}
+
+func (st *State) unwanted(node cluster.NodeID, running []cluster.StepAttempt) []cluster.StepAttempt {
+	var out []cluster.StepAttempt
+	for _, a := range running {
 		s, ok := st.steps[a.Step]
-		if !ok || s.Node != c.Node || s.Attempts != a.Attempt || !s.Live() {
-			res.Unwanted = append(res.Unwanted, a)
+		if !ok || s.Node != node || s.Attempts != a.Attempt || !s.Live() {
+			out = append(out, a)
 		}
 	}
-	slices.SortFunc(res.Unwanted, func(a, b cluster.StepAttempt) int {
+	slices.SortFunc(out, func(a, b cluster.StepAttempt) int {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Attempt, b.Attempt))
 	})
-	return res
+	return out
 }
 
 func (st *State) applySetNodeState(idx uint64, c *cluster.SetNodeState) any {

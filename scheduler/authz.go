@@ -107,6 +107,9 @@ var accessTable = map[string]access{
 	"POST /v1/agent/steps/{id}/events":           {roles: agents, own: ownStep, action: "report a step's events"},
 	"POST /v1/agent/steps/{id}/exit":             {roles: agents, own: ownStep, action: "report a step's exit"},
 	"POST /v1/agent/steps/{id}/cancel-confirmed": {roles: agents, own: ownStep, action: "confirm a step's cancel"},
+	// Each report's step is checked by the handler (ownReport), as
+	// authorizeState checks the single-report routes'.
+	"POST /v1/agent/reports": {roles: agents, own: ownNodeBody, action: "report on its steps"},
 	// The handler checks the body's node (too large a body to peek at).
 	"POST /v1/agent/uploads": {roles: agents, action: "upload a step's workspace"},
 

@@ -127,6 +127,12 @@ var matrixRows = map[string][]matrixCase{
 		{path: fixedPath("/v1/agent/steps/s3/cancel-confirmed"), body: fixedPath(`{"node":"n1","attempt":1}`), allow: agentN1, ok: 200},
 		{name: "step of another node", path: fixedPath("/v1/agent/steps/s2/cancel-confirmed"), body: fixedPath(`{"node":"n1","attempt":1}`)},
 	},
+	// Each report's step is checked by the handler: an item for another
+	// node's step is refused in its result (TestAgentReports).
+	"POST /v1/agent/reports": {
+		{path: fixedPath("/v1/agent/reports"), body: fixedPath(`{"node":"n1","reports":[{"kind":"events","events":{"step":"s1","node":"n1","attempt":1,"events":[{"kind":"warning","message":"matrix"}]}}]}`),
+			allow: agentN1, ok: 200},
+	},
 
 	"POST /v1/agent/uploads": {
 		{path: fixedPath("/v1/agent/uploads"), body: fixedPath(`{"step":"s1","node":"n1","attempt":1,"blobs":[]}`), allow: agentN1, ok: 409},

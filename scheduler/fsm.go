@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -19,6 +20,11 @@ import (
 type FSM struct {
 	st     *State
 	logger *slog.Logger
+
+	// entries counts the log entries applied by entry type, items the
+	// commands applied by command type, each item of a batch counted by
+	// its own type. Counters only: Apply never reads them.
+	entries, items [256]atomic.Uint64
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -38,6 +44,9 @@ func (f *FSM) State() *State { return f.st }
 // unknown type without cluster.IgnorableFlag, or a payload that does not
 // decode, panics: the log is corrupt or this member is older than the
 // leader, and applying further would diverge.
+//
+// A CmdBatch entry is applied item by item (applyBatch) and returns a
+// *BatchResult.
 func (f *FSM) Apply(l *raft.Log) any {
 	if len(l.Data) == 0 {
 		panic(fmt.Sprintf("fsm: empty log entry at index %d", l.Index))
@@ -47,60 +56,112 @@ func (f *FSM) Apply(l *raft.Log) any {
 	defer st.mu.Unlock()
 	defer st.advance(l.Index)
 
-	idx := l.Index
-	switch t := cluster.CommandType(l.Data[0]); t {
+	t := cluster.CommandType(l.Data[0])
+	f.entries[t].Add(1)
+	if t == cluster.CmdBatch {
+		return f.applyBatch(l.Index, l.Data[1:])
+	}
+	f.items[t].Add(1)
+	return f.applyOne(l.Index, t, l.Data[1:])
+}
+
+// Applied returns how many log entries this member applied by entry type,
+// and how many commands by command type (each item of a batch by its own
+// type), since it started.
+func (f *FSM) Applied() (entries, items map[cluster.CommandType]uint64) {
+	entries, items = make(map[cluster.CommandType]uint64), make(map[cluster.CommandType]uint64)
+	for t := range f.entries {
+		if n := f.entries[t].Load(); n > 0 {
+			entries[cluster.CommandType(t)] = n
+		}
+		if n := f.items[t].Load(); n > 0 {
+			items[cluster.CommandType(t)] = n
+		}
+	}
+	return entries, items
+}
+
+// applyBatch applies the items of a CmdBatch entry in order, each as
+// applyOne would apply it as an entry of its own at index idx, and returns
+// one result per item (*BatchResult). A business error in one item is that
+// item's result and affects no other. A nested batch, or an item whose
+// type may not be batched, panics: the log is corrupt.
+func (f *FSM) applyBatch(idx uint64, data []byte) any {
+	b := decodeData[cluster.Batch](idx, cluster.CmdBatch, data)
+	res := &BatchResult{Results: make([]any, len(b.Items))}
+	for i, item := range b.Items {
+		if !cluster.Batchable(item.Type) {
+			panic(fmt.Sprintf("fsm: batch at index %d: item %d is %s, which a batch cannot carry", idx, i, item.Type))
+		}
+		f.items[item.Type].Add(1)
+		res.Results[i] = f.applyOne(idx, item.Type, item.Data)
+	}
+	return res
+}
+
+// BatchResult is the result of a CmdBatch entry: the result of each item,
+// in order (nil, a result, or a business error, as Apply's).
+type BatchResult struct {
+	Results []any
+}
+
+// applyOne applies one command of type t with payload data (JSON) at index
+// idx; the caller holds st.mu.
+func (f *FSM) applyOne(idx uint64, t cluster.CommandType, data []byte) any {
+	st := f.st
+	switch t {
 	case cluster.CmdRegisterNode:
-		return st.applyRegisterNode(idx, decode[cluster.RegisterNode](l))
+		return st.applyRegisterNode(idx, decodeData[cluster.RegisterNode](idx, t, data))
 	case cluster.CmdHeartbeat:
-		return st.applyHeartbeat(idx, decode[cluster.Heartbeat](l))
+		return st.applyHeartbeat(idx, decodeData[cluster.Heartbeat](idx, t, data))
 	case cluster.CmdSetNodeState:
-		return st.applySetNodeState(idx, decode[cluster.SetNodeState](l))
+		return st.applySetNodeState(idx, decodeData[cluster.SetNodeState](idx, t, data))
 	case cluster.CmdSubmitStep:
-		return st.applySubmitStep(idx, decode[cluster.SubmitStep](l))
+		return st.applySubmitStep(idx, decodeData[cluster.SubmitStep](idx, t, data))
 	case cluster.CmdPlaceStep:
-		return st.applyPlaceStep(idx, decode[cluster.PlaceStep](l))
+		return st.applyPlaceStep(idx, decodeData[cluster.PlaceStep](idx, t, data))
 	case cluster.CmdStepPhase:
-		return st.applyStepPhase(idx, decode[cluster.StepPhase](l))
+		return st.applyStepPhase(idx, decodeData[cluster.StepPhase](idx, t, data))
 	case cluster.CmdStepExit:
-		return st.applyStepExit(idx, decode[cluster.StepExit](l))
+		return st.applyStepExit(idx, decodeData[cluster.StepExit](idx, t, data))
 	case cluster.CmdRequestCancel:
-		return st.applyRequestCancel(idx, decode[cluster.RequestCancel](l))
+		return st.applyRequestCancel(idx, decodeData[cluster.RequestCancel](idx, t, data))
 	case cluster.CmdConfirmCancel:
-		return st.applyConfirmCancel(idx, decode[cluster.ConfirmCancel](l))
+		return st.applyConfirmCancel(idx, decodeData[cluster.ConfirmCancel](idx, t, data))
 	case cluster.CmdMarkNodeLost:
-		return st.applyMarkNodeLost(idx, decode[cluster.MarkNodeLost](l))
+		return st.applyMarkNodeLost(idx, decodeData[cluster.MarkNodeLost](idx, t, data))
 	case cluster.CmdExpire:
-		return st.applyExpire(idx, decode[cluster.Expire](l))
+		return st.applyExpire(idx, decodeData[cluster.Expire](idx, t, data))
 	case cluster.CmdStepEvents:
-		return st.applyStepEvents(idx, decode[cluster.StepEvents](l))
+		return st.applyStepEvents(idx, decodeData[cluster.StepEvents](idx, t, data))
 	case cluster.CmdSetMember:
-		return st.applySetMember(idx, decode[cluster.SetMember](l))
+		return st.applySetMember(idx, decodeData[cluster.SetMember](idx, t, data))
 	case cluster.CmdRemoveMember:
-		return st.applyRemoveMember(idx, decode[cluster.RemoveMember](l))
+		return st.applyRemoveMember(idx, decodeData[cluster.RemoveMember](idx, t, data))
 	case cluster.CmdRestore:
-		return st.applyRestore(idx, decode[cluster.Restore](l))
+		return st.applyRestore(idx, decodeData[cluster.Restore](idx, t, data))
 	case cluster.CmdSetGateway:
-		return st.applySetGateway(idx, decode[cluster.SetGateway](l))
+		return st.applySetGateway(idx, decodeData[cluster.SetGateway](idx, t, data))
 	case cluster.CmdStepUnplaceable:
-		return st.applyStepUnplaceable(idx, decode[cluster.StepUnplaceable](l))
+		return st.applyStepUnplaceable(idx, decodeData[cluster.StepUnplaceable](idx, t, data))
 	case cluster.CmdStepsWaiting:
-		return st.applyStepsWaiting(idx, decode[cluster.StepsWaiting](l))
+		return st.applyStepsWaiting(idx, decodeData[cluster.StepsWaiting](idx, t, data))
 	case cluster.CmdStartTimeout:
-		return st.applyStartTimeout(idx, decode[cluster.StartTimeout](l))
+		return st.applyStartTimeout(idx, decodeData[cluster.StartTimeout](idx, t, data))
 	case cluster.CmdCompactSteps:
-		return st.applyCompactSteps(idx, decode[cluster.CompactSteps](l))
+		return st.applyCompactSteps(idx, decodeData[cluster.CompactSteps](idx, t, data))
 	case cluster.CmdRecordPut:
-		return st.applyRecordPut(idx, decode[RecordPut](l))
+		return st.applyRecordPut(idx, decodeData[RecordPut](idx, t, data))
 	case cluster.CmdRecordDelete:
-		return st.applyRecordDelete(idx, decode[RecordDelete](l))
+		return st.applyRecordDelete(idx, decodeData[RecordDelete](idx, t, data))
 	case cluster.CmdAuditAppend:
-		return st.applyAuditAppend(idx, decode[AuditAppend](l))
+		return st.applyAuditAppend(idx, decodeData[AuditAppend](idx, t, data))
 	case cluster.CmdAuditDrop:
-		return st.applyAuditDrop(idx, decode[AuditDrop](l))
+		return st.applyAuditDrop(idx, decodeData[AuditDrop](idx, t, data))
 	case cluster.CmdAuditDropTenant:
-		return st.applyAuditDropTenant(idx, decode[AuditDropTenant](l))
+		return st.applyAuditDropTenant(idx, decodeData[AuditDropTenant](idx, t, data))
 	case cluster.CmdCommitRevision:
-		return st.applyCommitRevision(idx, decode[cluster.CommitRevision](l))
+		return st.applyCommitRevision(idx, decodeData[cluster.CommitRevision](idx, t, data))
 	default:
 		if t.Ignorable() {
 			f.logger.Warn("skipping unknown ignorable log entry", "type", uint8(t), "index", idx)
@@ -110,11 +171,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 }
 
-// decode decodes the command of l; a failure means a corrupt log.
-func decode[T any](l *raft.Log) *T {
+// decodeData decodes the payload of a command of type t at index idx; a
+// failure means a corrupt log.
+func decodeData[T any](idx uint64, t cluster.CommandType, data []byte) *T {
 	c := new(T)
-	if err := json.Unmarshal(l.Data[1:], c); err != nil {
-		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", cluster.CommandType(l.Data[0]), l.Index, err))
+	if err := json.Unmarshal(data, c); err != nil {
+		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, idx, err))
 	}
 	return c
 }

@@ -34,8 +34,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/snapshot", s.read(s.handleSnapshot))
 	mux.HandleFunc("POST /v1/snapshot/restore", s.write(s.handleRestore))
 
-	mux.HandleFunc("GET /v1/nodes", s.read(s.handleNodes))
-	mux.HandleFunc("GET /v1/nodes/{id}", s.read(s.handleNode))
+	mux.HandleFunc("GET /v1/nodes", s.leaderRead(s.handleNodes))
+	mux.HandleFunc("GET /v1/nodes/{id}", s.leaderRead(s.handleNode))
 	mux.HandleFunc("POST /v1/nodes/{id}/drain", s.write(s.handleDrain))
 	mux.HandleFunc("POST /v1/nodes/{id}/undrain", s.write(s.handleUndrain))
 
@@ -53,6 +53,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/agent/steps/{id}/events", s.write(s.handleEvents))
 	mux.HandleFunc("POST /v1/agent/steps/{id}/exit", s.write(s.handleExit))
 	mux.HandleFunc("POST /v1/agent/steps/{id}/cancel-confirmed", s.write(s.handleConfirmCancel))
+	mux.HandleFunc("POST /v1/agent/reports", s.write(s.handleReports))
 	mux.HandleFunc("POST /v1/agent/uploads", s.read(s.handleUploads))
 	s.workspaceRoutes(mux)
 
@@ -81,6 +82,20 @@ func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 // handlerFunc is an API handler: it writes a success itself or returns an
 // error, which becomes the error document.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// leaderRead serves a read that needs what only the leader holds in
+// memory (heartbeat times, warm pools): on a follower it forwards the
+// request to the leader, as a write; on the leader it is a read.
+func (s *Server) leaderRead(h handlerFunc) http.HandlerFunc {
+	read := s.read(h)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.raft.IsLeader() {
+			s.forward(w, r)
+			return
+		}
+		read(w, r)
+	}
+}
 
 // read serves a read from this member's state once it applied what the
 // leader knows to be committed (catchUp: a linearizable read).

@@ -89,19 +89,40 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := s.fsm.State().Node(c.Node); !ok {
+	st := s.fsm.State()
+	n, ok := st.Node(c.Node)
+	if !ok {
 		return notFound("node %s: not found: register it first (POST /v1/agent/register)", c.Node)
 	}
 	c.At = s.now()
-	res, err := s.raft.Apply(r.Context(), c)
+	out := heartbeatAnswer{TTL: api.Duration(s.cfg.NodeTTL)}
+	// The leader keeps heartbeats in memory (heartbeat.go) and logs one
+	// only when it changes the node's record, or when this term has not
+	// logged one of the node yet (which refreshes LastHeartbeat in the
+	// log for the next leader's view).
+	hb := s.beats.Load()
+	if hb != nil && !hb.record(&c) && !heartbeatChanges(n, &c) {
+		// A leader whose state is behind what the agent has seen cannot
+		// tell which of its steps are unwanted: it says none this time.
+		if st.Index() >= c.SeenIndex {
+			out.Unwanted = st.Unwanted(c.Node, c.Running)
+		}
+		writeIndexed(w, http.StatusOK, st.Index(), out)
+		return nil
+	}
+	logged := c
+	logged.Pool, logged.SeenIndex = nil, 0 // soft state, never replicated
+	res, err := s.apply(r.Context(), logged)
 	if err != nil {
 		return err
 	}
-	out := heartbeatAnswer{TTL: api.Duration(s.cfg.NodeTTL)}
+	if hb != nil {
+		hb.logged(c.Node)
+	}
 	if hr, ok := res.(*cluster.HeartbeatResult); ok && hr != nil {
 		out.Unwanted = hr.Unwanted
 	}
-	writeIndexed(w, http.StatusOK, s.fsm.State().Index(), out)
+	writeIndexed(w, http.StatusOK, st.Index(), out)
 	return nil
 }
 
@@ -255,7 +276,7 @@ func (s *Server) handleConfirmCancel(w http.ResponseWriter, r *http.Request) err
 
 // applyReport applies an agent's report and answers {"index": N}.
 func (s *Server) applyReport(w http.ResponseWriter, r *http.Request, c cluster.Command) error {
-	if _, err := s.raft.Apply(r.Context(), c); err != nil {
+	if _, err := s.apply(r.Context(), c); err != nil {
 		return err
 	}
 	return s.answerIndex(w)

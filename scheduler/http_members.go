@@ -142,7 +142,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
 	// Record the HTTP address first: once a voter, the member forwards to
 	// the leader and others forward to it.
 	if _, err := s.raft.Apply(r.Context(), cluster.SetMember{ID: req.ID, RaftAddress: req.RaftAddress,
-		HTTPAddress: req.HTTPAddress, At: s.now()}); err != nil {
+		HTTPAddress: req.HTTPAddress, Version: req.Version, At: s.now()}); err != nil {
 		return err
 	}
 	if err := s.raft.AddVoter(r.Context(), req.ID, req.RaftAddress); err != nil {

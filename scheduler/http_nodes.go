@@ -20,7 +20,7 @@ func (s *Server) nodeView(id cluster.NodeID) (api.Node, uint64, error) {
 	if n.Drain != nil {
 		steps = st.Steps(StepFilter{Node: id})
 	}
-	return apiNode(n, st.Usage()[id], steps), idx, nil
+	return s.withMemory(apiNode(n, st.Usage()[id], steps)), idx, nil
 }
 
 func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) error {
@@ -38,7 +38,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) error {
 			// Only a drain's completion needs them: the node's own.
 			steps = st.Steps(StepFilter{Node: n.ID})
 		}
-		out = append(out, apiNode(n, used[n.ID], steps))
+		out = append(out, s.withMemory(apiNode(n, used[n.ID], steps)))
 	}
 	setNext(w, cursorNodes, string(next), more)
 	writeIndexed(w, http.StatusOK, idx, out)

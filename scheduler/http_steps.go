@@ -63,7 +63,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) error {
 	if _, err := Place(nodes, used, spec); errors.As(err, &ce) && ce.Unplaceable != nil {
 		cmd.Unplaceable, cmd.Reason = ce.Unplaceable, ce.Reason
 	}
-	if _, err := s.raft.Apply(r.Context(), cmd); err != nil {
+	if _, err := s.apply(r.Context(), cmd); err != nil {
 		return err
 	}
 	step, ok := st.Step(id)
@@ -146,7 +146,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := st.Step(id); !ok {
 		return notFound("step %s: not found", id)
 	}
-	if _, err := s.raft.Apply(r.Context(), cluster.RequestCancel{Step: id, Reason: req.Reason, At: s.now()}); err != nil {
+	if _, err := s.apply(r.Context(), cluster.RequestCancel{Step: id, Reason: req.Reason, At: s.now()}); err != nil {
 		return err
 	}
 	step, _ := st.Step(id)

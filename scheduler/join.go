@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/cluster"
 )
 
 // join asks the members in cfg.Join, in turn, to add this member as a
@@ -17,7 +18,7 @@ import (
 // or ctx ends. Joining a cluster this member already belongs to is a
 // no-op, so a restarted member joins again harmlessly.
 func (s *Server) join(ctx context.Context) {
-	body, _ := json.Marshal(api.JoinRequest{ID: s.cfg.ID, RaftAddress: s.cfg.RaftAddr, HTTPAddress: s.cfg.HTTPAddr})
+	body, _ := json.Marshal(api.JoinRequest{ID: s.cfg.ID, RaftAddress: s.cfg.RaftAddr, HTTPAddress: s.cfg.HTTPAddr, Version: cluster.MemberVersion})
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		for _, addr := range s.cfg.Join {

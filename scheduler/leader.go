@@ -56,6 +56,9 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup
+	b := newBatcher(s.raft, s.batchesAllowed)
+	wg.Go(func() { b.run(ctx) })
+	s.batcher.Store(b)
 	wg.Go(func() {
 		// Apply what the previous leader committed before acting on it.
 		if err := s.raft.Barrier(ctx); err != nil {
@@ -64,12 +67,18 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 			}
 			return
 		}
+		// Heartbeats are kept in memory once the state holds every
+		// entry committed before this term (which every agent's view
+		// comes from): see handleHeartbeat.
+		s.beats.Store(newHeartbeats())
 		s.establish(ctx)
 		for _, loop := range s.leaderLoops(since) {
 			wg.Go(func() { s.loop(ctx, loop.name, loop.fn) })
 		}
 	})
 	return func() {
+		s.batcher.CompareAndSwap(b, nil)
+		s.beats.Store(nil)
 		cancel()
 		wg.Wait()
 	}
@@ -100,8 +109,8 @@ func (s *Server) leaderLoops(since time.Time) []leaderLoop {
 // configuration.
 func (s *Server) establish(ctx context.Context) {
 	st := s.fsm.State()
-	if m, ok := st.Member(s.cfg.ID); !ok || m.RaftAddress != s.cfg.RaftAddr || m.HTTPAddress != s.cfg.HTTPAddr {
-		_, err := s.raft.Apply(ctx, cluster.SetMember{ID: s.cfg.ID, RaftAddress: s.cfg.RaftAddr, HTTPAddress: s.cfg.HTTPAddr, At: s.now()})
+	if m, ok := st.Member(s.cfg.ID); !ok || m.RaftAddress != s.cfg.RaftAddr || m.HTTPAddress != s.cfg.HTTPAddr || m.Version != cluster.MemberVersion {
+		_, err := s.raft.Apply(ctx, cluster.SetMember{ID: s.cfg.ID, RaftAddress: s.cfg.RaftAddr, HTTPAddress: s.cfg.HTTPAddr, Version: cluster.MemberVersion, At: s.now()})
 		if err != nil && ctx.Err() == nil {
 			s.logger.Warn("record own member addresses", "error", err)
 		}

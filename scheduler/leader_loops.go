@@ -15,30 +15,35 @@ import (
 // pass; after leadership is lost, the loops are stopped.
 
 // placeQueued places the queued steps, oldest first, each on the node
-// Place picks given the reservations so far. A step that no node could
-// ever take fails (step_unplaceable); one that fits nowhere now waits for
-// the next change of the state (a step ending, a node registering), and
-// says why in a waiting event when the reason changed (steps_waiting, one
-// entry for the pass).
+// Place picks given the reservations so far, in one pass over one read of
+// the state: the pass's own decisions count in its local reservations. A
+// step that no node could ever take fails (step_unplaceable); one that
+// fits nowhere now waits for the next change of the state (a step ending,
+// a node registering), and says why in a waiting event when the reason
+// changed (steps_waiting). The pass's commands go into as few entries as
+// they may (applyAll). The FSM checks each placement again: one refused
+// because the state changed since the read (a node went down, a cancel
+// arrived) is retried on the next pass.
 func (s *Server) placeQueued(ctx context.Context) time.Time {
 	st := s.fsm.State()
-	var waits []cluster.Wait
-	defer func() { s.recordWaits(ctx, waits) }()
-	for _, step := range st.Steps(StepFilter{State: cluster.StateQueued}) {
-		if ctx.Err() != nil {
-			return time.Time{}
-		}
-		nodes, used, _ := st.Placement()
+	queued := st.Steps(StepFilter{State: cluster.StateQueued})
+	if len(queued) == 0 {
+		return time.Time{}
+	}
+	nodes, used, _ := st.Placement()
+	var (
+		cmds   []cluster.Command
+		placed = make(map[int]cluster.Step) // by index in cmds
+		waits  []cluster.Wait
+	)
+	for _, step := range queued {
 		node, err := Place(nodes, used, step.Spec)
 		var ce *CapacityError
 		switch {
 		case errors.As(err, &ce) && ce.Unplaceable != nil:
 			s.logger.Info("step unplaceable", "step", step.ID, "reason", ce.Reason)
-			_, err := s.raft.Apply(ctx, cluster.StepUnplaceable{Step: step.ID, Attempt: step.Attempts, Cause: *ce.Unplaceable,
+			cmds = append(cmds, cluster.StepUnplaceable{Step: step.ID, Attempt: step.Attempts, Cause: *ce.Unplaceable,
 				Reason: ce.Reason, At: s.now()})
-			if err != nil {
-				s.loopError(ctx, "fail unplaceable step", err, "step", step.ID)
-			}
 			s.setPending(step.ID, "")
 			continue
 		case err != nil:
@@ -55,27 +60,82 @@ func (s *Server) placeQueued(ctx context.Context) time.Time {
 			continue
 		}
 		s.setPending(step.ID, "")
-		now := s.now()
-		if _, err := s.raft.Apply(ctx, cluster.PlaceStep{Step: step.ID, Node: node, At: now}); err != nil {
-			s.loopError(ctx, "place step", err, "step", step.ID, "node", node)
-			continue
+		reserved := step
+		reserved.State = cluster.StatePlaced
+		u := used[node]
+		u.add(&reserved, 1)
+		used[node] = u
+		placed[len(cmds)] = step
+		cmds = append(cmds, cluster.PlaceStep{Step: step.ID, Node: node, At: s.now()})
+	}
+	for len(waits) > 0 {
+		n := min(len(waits), maxWaits)
+		cmds = append(cmds, cluster.StepsWaiting{Waits: waits[:n], At: s.now()})
+		waits = waits[n:]
+	}
+	results, err := s.applyAll(ctx, cmds)
+	if err != nil {
+		s.loopError(ctx, "place steps", err, "commands", len(cmds), "applied", len(results))
+	}
+	for i, res := range results {
+		step, isPlace := placed[i]
+		err, _ := res.(error)
+		switch {
+		case err != nil && isPlace:
+			s.setPending(step.ID, err.Error())
+			s.loopError(ctx, "place step", err, "step", step.ID)
+		case err != nil:
+			s.loopError(ctx, "record placement outcome", err, "command", cmds[i].CommandType())
+		case isPlace:
+			s.metrics.placement.Observe(cmds[i].(cluster.PlaceStep).At.Sub(step.Phases.Queued).Seconds())
 		}
-		s.metrics.placement.Observe(now.Sub(step.Phases.Queued).Seconds())
 	}
 	return time.Time{}
 }
 
-// recordWaits records why the waiting steps wait, in entries of at most
-// maxWaits.
-func (s *Server) recordWaits(ctx context.Context, waits []cluster.Wait) {
-	for len(waits) > 0 && ctx.Err() == nil {
-		n := min(len(waits), maxWaits)
-		if _, err := s.raft.Apply(ctx, cluster.StepsWaiting{Waits: waits[:n], At: s.now()}); err != nil {
-			s.loopError(ctx, "record why steps wait", err, "steps", n)
-			return
-		}
-		waits = waits[n:]
+// applyAll logs cmds, which must be batchable, in order and in as few
+// entries as it may: batches of at most maxBatchItems items when every
+// member knows them, else one entry each. It returns each command's result
+// or business error (an error value) in results; err is a failure of the
+// log itself (not the leader, leadership lost), after which the commands
+// from the failed entry on have no result.
+func (s *Server) applyAll(ctx context.Context, cmds []cluster.Command) (results []any, err error) {
+	if len(cmds) == 0 {
+		return nil, nil
 	}
+	results = make([]any, 0, len(cmds))
+	if !s.batchesAllowed(ctx) {
+		for _, c := range cmds {
+			b, err := cluster.Encode(c)
+			if err != nil {
+				return results, err
+			}
+			res, err := s.raft.applyRaw(ctx, c.CommandType(), b)
+			if err != nil {
+				return results, err
+			}
+			results = append(results, res)
+		}
+		return results, nil
+	}
+	for len(cmds) > 0 {
+		n := min(len(cmds), maxBatchItems)
+		b, err := cluster.NewBatch(cmds[:n]...)
+		if err != nil {
+			return results, err
+		}
+		res, err := s.raft.applyRaw(ctx, cluster.CmdBatch, cluster.EncodeBatch(b.Items))
+		if err != nil {
+			return results, err
+		}
+		br, ok := res.(*BatchResult)
+		if !ok || len(br.Results) != n {
+			return results, fmt.Errorf("batch of %d items answered %T", n, res)
+		}
+		results = append(results, br.Results...)
+		cmds = cmds[n:]
+	}
+	return results, nil
 }
 
 // checkStarts takes back the attempts their node did not start in time:
@@ -86,6 +146,7 @@ func (s *Server) recordWaits(ctx context.Context, waits []cluster.Wait) {
 func (s *Server) checkStarts(ctx context.Context) time.Time {
 	st := s.fsm.State()
 	var next time.Time
+	var cmds []cluster.Command
 	for _, b := range []struct {
 		state cluster.StepState
 		bound time.Duration
@@ -103,12 +164,12 @@ func (s *Server) checkStarts(ctx context.Context) time.Time {
 			}
 			reason := fmt.Sprintf("node %s did not %s within %v of its placement (attempt %d)", step.Node, b.what, b.bound, step.Attempts)
 			s.logger.Warn("step not started in time", "step", step.ID, "node", step.Node, "reason", reason)
-			if _, err := s.raft.Apply(ctx, cluster.StartTimeout{Step: step.ID, Node: step.Node, Attempt: step.Attempts,
-				State: b.state, Reason: reason, At: now}); err != nil {
-				s.loopError(ctx, "take back a step not started", err, "step", step.ID)
-				next = earliest(next, now.Add(time.Second))
-			}
+			cmds = append(cmds, cluster.StartTimeout{Step: step.ID, Node: step.Node, Attempt: step.Attempts,
+				State: b.state, Reason: reason, At: now})
 		}
+	}
+	if s.applyPass(ctx, "take back a step not started", cmds) {
+		next = earliest(next, s.now().Add(time.Second))
 	}
 	return next
 }
@@ -143,17 +204,24 @@ func (s *Server) compactSteps(ctx context.Context) time.Time {
 }
 
 // checkNodes declares down the nodes silent for longer than the TTL. A
-// node's silence counts from its last heartbeat, or from when this member
-// became the leader (since), whichever is later: a new leader gives every
+// node's silence counts from its last heartbeat (in the leader's memory or
+// the log), or from when this member became the leader (since), whichever
+// is later: a new leader gives every
 // node a full TTL, since it cannot know what the previous one heard.
 func (s *Server) checkNodes(ctx context.Context, since time.Time) time.Time {
 	ttl := s.cfg.NodeTTL
 	var next time.Time
+	var cmds []cluster.Command
 	for _, n := range s.fsm.State().Nodes() {
 		if n.State == cluster.NodeDown {
 			continue
 		}
 		last := later(n.LastHeartbeat, since)
+		if hb := s.beats.Load(); hb != nil {
+			if at, _, ok := hb.last(n.ID); ok {
+				last = later(last, at)
+			}
+		}
 		due := last.Add(ttl)
 		now := s.now()
 		if now.Before(due) {
@@ -162,10 +230,10 @@ func (s *Server) checkNodes(ctx context.Context, since time.Time) time.Time {
 		}
 		reason := fmt.Sprintf("no heartbeat for %v (ttl %v)", now.Sub(last).Round(time.Millisecond), ttl)
 		s.logger.Warn("node lost", "node", n.ID, "reason", reason)
-		if _, err := s.raft.Apply(ctx, cluster.MarkNodeLost{Node: n.ID, Reason: reason, At: now}); err != nil {
-			s.loopError(ctx, "mark node lost", err, "node", n.ID)
-			next = earliest(next, now.Add(time.Second))
-		}
+		cmds = append(cmds, cluster.MarkNodeLost{Node: n.ID, Reason: reason, At: now})
+	}
+	if s.applyPass(ctx, "mark node lost", cmds) {
+		next = earliest(next, s.now().Add(time.Second))
 	}
 	return next
 }
@@ -175,6 +243,7 @@ func (s *Server) checkNodes(ctx context.Context, since time.Time) time.Time {
 func (s *Server) checkDrains(ctx context.Context) time.Time {
 	st := s.fsm.State()
 	var next time.Time
+	var cmds []cluster.Command
 	for _, n := range st.Nodes() {
 		if n.Drain == nil || n.Drain.Deadline.IsZero() || n.State == cluster.NodeDown {
 			continue
@@ -189,11 +258,11 @@ func (s *Server) checkDrains(ctx context.Context) time.Time {
 				continue
 			}
 			reason := fmt.Sprintf("node %s was drained and its deadline %s passed", n.ID, n.Drain.Deadline.Format(time.RFC3339))
-			if _, err := s.raft.Apply(ctx, cluster.RequestCancel{Step: step.ID, Reason: reason, At: now}); err != nil {
-				s.loopError(ctx, "cancel step at drain deadline", err, "step", step.ID, "node", n.ID)
-				next = earliest(next, now.Add(time.Second))
-			}
+			cmds = append(cmds, cluster.RequestCancel{Step: step.ID, Reason: reason, At: now})
 		}
+	}
+	if s.applyPass(ctx, "cancel step at drain deadline", cmds) {
+		next = earliest(next, s.now().Add(time.Second))
 	}
 	return next
 }
@@ -201,6 +270,7 @@ func (s *Server) checkDrains(ctx context.Context) time.Time {
 // expireQueued ends the steps queued for longer than QueueTimeout.
 func (s *Server) expireQueued(ctx context.Context) time.Time {
 	var next time.Time
+	var cmds []cluster.Command
 	for _, step := range s.fsm.State().Steps(StepFilter{State: cluster.StateQueued}) {
 		due := step.Phases.Queued.Add(s.cfg.QueueTimeout)
 		now := s.now()
@@ -212,14 +282,41 @@ func (s *Server) expireQueued(ctx context.Context) time.Time {
 		if why := s.pendingReason(step.ID); why != "" {
 			reason += ": " + why
 		}
-		if _, err := s.raft.Apply(ctx, cluster.Expire{Step: step.ID, Reason: reason, At: now}); err != nil {
-			s.loopError(ctx, "expire step", err, "step", step.ID)
-			next = earliest(next, now.Add(time.Second))
+		cmds = append(cmds, cluster.Expire{Step: step.ID, Reason: reason, At: now})
+	}
+	results, err := s.applyAll(ctx, cmds)
+	if err != nil {
+		s.loopError(ctx, "expire steps", err, "steps", len(cmds))
+		next = earliest(next, s.now().Add(time.Second))
+	}
+	for i, res := range results {
+		id := cmds[i].(cluster.Expire).Step
+		if err, ok := res.(error); ok {
+			s.loopError(ctx, "expire step", err, "step", id)
+			next = earliest(next, s.now().Add(time.Second))
 			continue
 		}
-		s.setPending(step.ID, "")
+		s.setPending(id, "")
 	}
 	return next
+}
+
+// applyPass logs the commands of a leader loop's pass (applyAll) and logs
+// what failed as what; it reports whether anything did, for the pass to
+// be retried soon.
+func (s *Server) applyPass(ctx context.Context, what string, cmds []cluster.Command) (failed bool) {
+	results, err := s.applyAll(ctx, cmds)
+	if err != nil {
+		s.loopError(ctx, what, err, "commands", len(cmds), "applied", len(results))
+		failed = true
+	}
+	for i, res := range results {
+		if err, ok := res.(error); ok {
+			s.loopError(ctx, what, err, "command", cmds[i].CommandType())
+			failed = true
+		}
+	}
+	return failed
 }
 
 // setPending records why step id could not be placed; "" forgets it.

@@ -87,6 +87,10 @@ var (
 		"Records in the replicated record store, of every kind.", nil, nil)
 	auditDesc = prometheus.NewDesc("rodon_scheduler_audit_seq",
 		"The sequence number of the last audit log entry.", nil, nil)
+	fsmEntriesDesc = prometheus.NewDesc("rodon_scheduler_fsm_entries_total",
+		"Raft log entries this member's FSM applied since it started, by entry type (batch: one entry carrying many commands).", []string{"type"}, nil)
+	fsmItemsDesc = prometheus.NewDesc("rodon_scheduler_fsm_items_total",
+		"Commands this member's FSM applied since it started, by command type, whether an entry of their own or an item of a batch.", []string{"type"}, nil)
 	auditEntriesDesc = prometheus.NewDesc("rodon_scheduler_audit_entries",
 		"Audit log entries in the replicated state (those not dropped).", nil, nil)
 )
@@ -96,7 +100,7 @@ var (
 type stateCollector struct{ s *Server }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{raftStateDesc, leaderDesc, knownLeaderDesc, indexDesc, stepsDesc, nodesDesc, recordsDesc, auditDesc, auditEntriesDesc} {
+	for _, d := range []*prometheus.Desc{raftStateDesc, leaderDesc, knownLeaderDesc, indexDesc, stepsDesc, nodesDesc, recordsDesc, auditDesc, auditEntriesDesc, fsmEntriesDesc, fsmItemsDesc} {
 		ch <- d
 	}
 }
@@ -127,6 +131,13 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(recordsDesc, prometheus.GaugeValue, float64(st.RecordCount()))
 	ch <- prometheus.MustNewConstMetric(auditDesc, prometheus.GaugeValue, float64(st.AuditSeq()))
 	ch <- prometheus.MustNewConstMetric(auditEntriesDesc, prometheus.GaugeValue, float64(st.AuditLen()))
+	entries, items := c.s.fsm.Applied()
+	for t, n := range entries {
+		ch <- prometheus.MustNewConstMetric(fsmEntriesDesc, prometheus.CounterValue, float64(n), t.String())
+	}
+	for t, n := range items {
+		ch <- prometheus.MustNewConstMetric(fsmItemsDesc, prometheus.CounterValue, float64(n), t.String())
+	}
 }
 
 func boolValue(b bool) float64 {

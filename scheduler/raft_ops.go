@@ -86,6 +86,29 @@ func (r *Raft) wait(ctx context.Context, f raft.Future) error {
 // it returns a *NotLeaderError naming the leader so the caller can forward.
 // If ctx ends first the error is ctx's and the command may still apply.
 func (r *Raft) Apply(ctx context.Context, cmd cluster.Command) (any, error) {
+	b, err := cluster.Encode(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return r.applyEntry(ctx, cmd.CommandType(), b)
+}
+
+// applyEntry logs the encoded entry b, of type t, as Apply does.
+func (r *Raft) applyEntry(ctx context.Context, t cluster.CommandType, b []byte) (any, error) {
+	res, err := r.applyRaw(ctx, t, b)
+	if err != nil {
+		return nil, err
+	}
+	if err, ok := res.(error); ok {
+		return nil, err
+	}
+	return res, nil
+}
+
+// applyRaw logs the encoded entry b, of type t, and returns the FSM's
+// response as it is, a business error included; err is only a failure
+// to log the entry.
+func (r *Raft) applyRaw(ctx context.Context, t cluster.CommandType, b []byte) (any, error) {
 	ra, release, err := r.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -94,18 +117,60 @@ func (r *Raft) Apply(ctx context.Context, cmd cluster.Command) (any, error) {
 	if ra.State() != raft.Leader {
 		return nil, notLeader(ra)
 	}
-	b, err := cluster.Encode(cmd)
+	f := ra.Apply(b, r.timeout(ctx))
+	if err := r.wait(ctx, f); err != nil {
+		return nil, fmt.Errorf("apply %s: %w", t, raftErr(ra, err))
+	}
+	return f.Response(), nil
+}
+
+// applyAsync hands the encoded entry b, of type t, to Raft and returns
+// at once; wait then waits for it as applyRaw would. Entries handed over
+// by one goroutine are logged in that order. wait must be called, once.
+func (r *Raft) applyAsync(ctx context.Context, t cluster.CommandType, b []byte) (wait func(context.Context) (any, error)) {
+	ra, release, err := r.acquire(ctx)
+	if err != nil {
+		return func(context.Context) (any, error) { return nil, err }
+	}
+	if ra.State() != raft.Leader {
+		release()
+		err := notLeader(ra)
+		return func(context.Context) (any, error) { return nil, err }
+	}
+	f := ra.Apply(b, r.timeout(ctx))
+	return func(ctx context.Context) (any, error) {
+		defer release()
+		if err := r.wait(ctx, f); err != nil {
+			return nil, fmt.Errorf("apply %s: %w", t, raftErr(ra, err))
+		}
+		return f.Response(), nil
+	}
+}
+
+// notLeaderNow returns the *NotLeaderError of this member as it knows the
+// leader now.
+func (r *Raft) notLeaderNow() error {
+	id, addr := r.Leader()
+	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
+}
+
+// configuration returns the IDs of the members in the latest Raft
+// configuration (which Raft answers without a round trip).
+func (r *Raft) configuration(ctx context.Context) ([]string, error) {
+	ra, release, err := r.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	f := ra.Apply(b, r.timeout(ctx))
-	if err := r.wait(ctx, f); err != nil {
-		return nil, fmt.Errorf("apply %s: %w", cmd.CommandType(), raftErr(ra, err))
+	defer release()
+	f := ra.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, raftErr(ra, err)
 	}
-	if err, ok := f.Response().(error); ok {
-		return nil, err
+	var ids []string
+	for _, s := range f.Configuration().Servers {
+		ids = append(ids, string(s.ID))
 	}
-	return f.Response(), nil
+	return ids, nil
 }
 
 // Barrier returns once every entry committed before it is applied to this

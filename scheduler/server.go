@@ -175,6 +175,12 @@ type Server struct {
 	now func() time.Time
 	// loops counts the leader loops running.
 	loops atomic.Int32
+	// batcher is the group commit of this member's current term as the
+	// leader (lead sets and clears it); nil while it does not lead.
+	batcher atomic.Pointer[batcher]
+	// beats is the memory of heartbeats of this member's current term as
+	// the leader (lead sets and clears it); nil while it does not lead.
+	beats atomic.Pointer[heartbeats]
 	// patterns are the routes served, in order (each has its accessTable
 	// row).
 	patterns []string

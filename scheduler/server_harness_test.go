@@ -372,6 +372,6 @@ func (a *testAgent) exit(id string, attempt int, state cluster.StepState, code i
 // an HTTP connection are still running once t's other cleanups are done.
 func checkNoServerGoroutines(t testing.TB) {
 	t.Helper()
-	testenv.NoGoroutinesAtCleanup(t, 5*time.Second, "hashicorp/raft", "scheduler.(*Raft)", "scheduler.(*Server)",
+	testenv.NoGoroutinesAtCleanup(t, 5*time.Second, "hashicorp/raft", "scheduler.(*Raft)", "scheduler.(*Server)", "scheduler.(*batcher)",
 		"net/http.(*conn).serve", "net/http.(*persistConn)")
 }

@@ -203,7 +203,7 @@ func (s *Server) exitWithWorkspace(w http.ResponseWriter, r *http.Request, c clu
 		s.logger.Warn("step's workspace result not saved", "step", step.ID, "error", err)
 		warn := event(s.now(), cluster.EventWarning, "workspace changes not saved: %v", err)
 		warn.Warning = &api.Warning{Cause: api.WarningWorkspaceNotSaved}
-		if _, err := s.raft.Apply(ctx, cluster.StepEvents{Step: step.ID, Node: c.Node, Attempt: c.Attempt, Events: []cluster.Event{warn}}); err != nil {
+		if _, err := s.apply(ctx, cluster.StepEvents{Step: step.ID, Node: c.Node, Attempt: c.Attempt, Events: []cluster.Event{warn}}); err != nil {
 			return err
 		}
 	case plan == nil:
@@ -214,7 +214,7 @@ func (s *Server) exitWithWorkspace(w http.ResponseWriter, r *http.Request, c clu
 	default:
 		c.Commit = &plan.cmd
 	}
-	res, err := s.raft.Apply(ctx, c)
+	res, err := s.apply(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func (s *Server) recommit(ctx context.Context, step cluster.Step, res *cluster.W
 			s.logger.Warn("step's revision not committed", "step", step.ID, "error", err)
 			return
 		}
-		_, err = s.raft.Apply(ctx, plan.cmd)
+		_, err = s.apply(ctx, plan.cmd)
 		if !errors.Is(err, ErrHeadMoved) {
 			if err != nil {
 				s.logger.Warn("step's revision not committed", "step", step.ID, "error", err)

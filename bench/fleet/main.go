@@ -3,13 +3,18 @@
 // a temporary directory) and in plaintext (--plaintext everywhere, on
 // loopback), the baseline TLS is compared against:
 //
-//   - placement throughput: a 3-member cluster on loopback (real scheduler
-//     processes) with in-process fake agents (agentd/agentdtest) that accept
-//     assignments without running containers; steps submitted, placed,
-//     reported running and exited, per second, against the rate of the
-//     cheapest replicated write (a heartbeat) measured on the same cluster.
-//     A plaintext and a TLS cluster are up side by side and measured in
-//     turn;
+//   - scheduler throughput (issue 14): a 3-member cluster on loopback (real
+//     scheduler processes) with in-process fake agents (agentd/agentdtest)
+//     that accept assignments without running containers and send their
+//     reports together; whole step lifecycles (submitted, placed, reported
+//     running and exited) committed per second, against the rate of the
+//     cheapest replicated write (a heartbeat that changes the node's
+//     health) on the same cluster, with the Raft entries and commands they
+//     took (the FSM's rodon_scheduler_fsm_entries_total and _items_total)
+//     and a check that every accepted step has exactly one start and one
+//     exited record of attempt 1 (it fails otherwise). A plaintext and a
+//     TLS cluster are up side by side and measured in turn; -min-lifecycles
+//     guards the TLS one;
 //   - end-to-end latency of `schedctl run -- true` against `agentd run --
 //     true` in the same run (a one-member scheduler and a real agentd for
 //     each mode, up side by side), runs alternating; the scheduler's cost is
@@ -19,7 +24,11 @@
 // bin/ ./cmd/...; the latency part runs a real agentd, so hold the host
 // lock where other tests check the host for leftovers):
 //
-//	flock /tmp/rodon-host.lock go run ./bench/fleet -steps 2000 -latency-runs 20
+//	flock /tmp/rodon-host.lock go run ./bench/fleet -steps 20000 -latency-runs 20
+//
+// The throughput part alone needs neither root nor containerd:
+//
+//	go run ./bench/fleet -steps 20000 -latency-runs 0
 package main
 
 import (
@@ -34,14 +43,17 @@ import (
 )
 
 type config struct {
-	steps, agents, runs int
-	bin                 string
-	maxAdded            time.Duration
+	steps, agents, runs, clients int
+	bin                          string
+	maxAdded                     time.Duration
+	minLifecycles                float64
 }
 
 func main() {
 	var c config
-	flag.IntVar(&c.steps, "steps", 2000, "steps to push through each 3-member cluster")
+	flag.IntVar(&c.steps, "steps", 20000, "steps to push through each 3-member cluster")
+	flag.IntVar(&c.clients, "clients", 32, "goroutines that submit steps, and send heartbeats, at once")
+	flag.Float64Var(&c.minLifecycles, "min-lifecycles", 0, "fail if, with mutual TLS, fewer whole step lifecycles than this commit per second (0: report only)")
 	flag.IntVar(&c.agents, "agents", 4, "fake agents")
 	flag.IntVar(&c.runs, "latency-runs", 20, "runs of each command for the latency comparison (0 skips it)")
 	flag.StringVar(&c.bin, "bin", "bin", "directory of the scheduler, agentd and schedctl binaries")

@@ -232,9 +232,9 @@ func TestTables(t *testing.T) {
 	}{
 		{[]string{"members"}, append([]string{"ID ADDRESS HTTP ADDRESS LEADER VOTER LAST INDEX ERROR"}, memberLines...)},
 		{[]string{"nodes"}, []string{
-			"ID ADDRESS STATE DEGRADED REASONS CPU MEMORY RUNNING DRAIN",
-			"n1 127.0.0.1:7300 ready - 4 8Gi 0 -",
-			"node-two 127.0.0.1:7301 degraded runsc: canary failed; ebpf 0.5 1.5Gi 0 -",
+			"ID ADDRESS STATE DEGRADED REASONS CPU MEMORY RUNNING WARM DRAIN",
+			"n1 127.0.0.1:7300 ready - 4 8Gi 0 - -",
+			"node-two 127.0.0.1:7301 degraded runsc: canary failed; ebpf 0.5 1.5Gi 0 - -",
 		}},
 		{[]string{"steps"}, []string{
 			"ID STATE EXIT TERMINATED BY NODE ATTEMPTS CANCEL AGE COMMAND",
@@ -466,4 +466,31 @@ func anyIndex(lines []string) []string {
 		out = append(out, strings.Join(f, " "))
 	}
 	return out
+}
+
+// TestWarmColumn: the WARM column shows a node's warm pool as ready out of
+// ready and being made, "-" without one (the leader's memory of its
+// heartbeats; scheduler.TestHeartbeatsInMemory covers the server side).
+func TestWarmColumn(t *testing.T) {
+	var b strings.Builder
+	err := printNodes(&b, []api.Node{
+		{ID: "n1", Address: "127.0.0.1:7300", State: "ready", Capacity: api.Resources{CPU: 4, MemoryBytes: 8 << 30},
+			Pool: &api.WarmPool{Ready: 2, Creating: 1, Classes: 1, MemoryBytes: 200 << 20, BudgetBytes: 1 << 30}},
+		{ID: "n2", Address: "127.0.0.1:7301", State: "ready", Capacity: api.Resources{CPU: 4, MemoryBytes: 8 << 30}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for l := range strings.Lines(b.String()) {
+		got = append(got, strings.Join(strings.Fields(l), " "))
+	}
+	want := []string{
+		"ID ADDRESS STATE DEGRADED REASONS CPU MEMORY RUNNING WARM DRAIN",
+		"n1 127.0.0.1:7300 ready - 4 8Gi 0 2/3 -",
+		"n2 127.0.0.1:7301 ready - 4 8Gi 0 - -",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("printNodes() (-want +got):\n%s", diff)
+	}
 }

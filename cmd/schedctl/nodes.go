@@ -40,12 +40,21 @@ func (*nodesCmd) run(ctx context.Context, c *cli, args []string) (int, error) {
 }
 
 func printNodes(w io.Writer, ns []api.Node) error {
-	t := newTable(w, "ID", "ADDRESS", "STATE", "DEGRADED REASONS", "CPU", "MEMORY", "RUNNING", "DRAIN")
+	t := newTable(w, "ID", "ADDRESS", "STATE", "DEGRADED REASONS", "CPU", "MEMORY", "RUNNING", "WARM", "DRAIN")
 	for _, n := range ns {
 		t.row(n.ID, n.Address, n.State, strings.Join(n.DegradedReasons, "; "),
-			fmtCPU(n.Capacity.CPU), fmtBytes(n.Capacity.MemoryBytes), strconv.Itoa(n.Running), fmtDrain(n.Drain))
+			fmtCPU(n.Capacity.CPU), fmtBytes(n.Capacity.MemoryBytes), strconv.Itoa(n.Running), fmtWarm(n.Pool), fmtDrain(n.Drain))
 	}
 	return t.flush()
+}
+
+// fmtWarm describes a node's warm pool for a table cell: ready sandboxes
+// out of ready and being made; empty (shown "-") without a pool.
+func fmtWarm(p *api.WarmPool) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", p.Ready, p.Ready+p.Creating)
 }
 
 // fmtDrain describes a node's drain for a table cell.
@@ -76,6 +85,10 @@ func printNode(w io.Writer, n api.Node) error {
 			fmt.Fprint(w, ", complete")
 		}
 		fmt.Fprintln(w)
+	}
+	if n.Pool != nil {
+		fmt.Fprintf(w, "warm pool: %s ready, %d classes, %s of %s\n", fmtWarm(n.Pool), n.Pool.Classes,
+			fmtBytes(n.Pool.MemoryBytes), fmtBytes(n.Pool.BudgetBytes))
 	}
 	if n.MaxLimits != (api.Limits{}) {
 		fmt.Fprintf(w, "max limits: %s\n", fmtLimits(n.MaxLimits))

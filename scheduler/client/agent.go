@@ -96,3 +96,13 @@ func (c *Client) AgentUploads(ctx context.Context, req cluster.UploadsRequest) (
 	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/agent/uploads"}, req, &out)
 	return out, err
 }
+
+// Reports sends an agent's reports together (POST /v1/agent/reports): the
+// leader logs them in order, and each gets its own result. An error is a
+// failure of the whole request (any report may or may not be applied;
+// all may be sent again).
+func (c *Client) Reports(ctx context.Context, r cluster.Reports) (cluster.ReportsResult, error) {
+	var out cluster.ReportsResult
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/agent/reports"}, r, &out)
+	return out, err
+}
