@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
@@ -83,42 +80,6 @@ func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
 	}
 	return cluster.Health{State: cluster.NodeReady}
 }
-
-// checkLimits reads the sandbox's limits back from the host's cgroups.
-func (s *Sandbox) checkLimits(l oci.Limits) []string {
-	cg := s.cgroupPath()
-	quota := strconv.FormatInt(int64(l.CPU*cpuPeriodUS), 10)
-	checks := []struct {
-		what       string
-		v1, v2     string
-		want       string
-		wantV2Pref string
-	}{
-		{"memory", "memory/" + cg + "/memory.limit_in_bytes", cg + "/memory.max", strconv.FormatInt(l.MemoryBytes, 10), ""},
-		{"pids", "pids/" + cg + "/pids.max", cg + "/pids.max", strconv.FormatInt(oci.HostPids(l.Pids), 10), ""},
-		{"cpu", "cpu/" + cg + "/cpu.cfs_quota_us", cg + "/cpu.max", quota, quota + " "},
-	}
-	v1 := dirExists(filepath.Join(cgroupRoot, "memory"))
-	var reasons []string
-	for _, c := range checks {
-		file := filepath.Join(cgroupRoot, c.v2)
-		if v1 {
-			file = filepath.Join(cgroupRoot, c.v1)
-		}
-		b, err := os.ReadFile(file)
-		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("%s limit not applied: %v", c.what, err))
-			continue
-		}
-		got := strings.TrimSpace(string(b))
-		if got != c.want && (c.wantV2Pref == "" || !strings.HasPrefix(got, c.wantV2Pref)) {
-			reasons = append(reasons, fmt.Sprintf("%s limit not applied: %s reads %q, want %q", c.what, file, got, c.want))
-		}
-	}
-	return reasons
-}
-
-const cpuPeriodUS = 100000
 
 func dirExists(p string) bool {
 	fi, err := os.Stat(p)
