@@ -99,6 +99,10 @@ type Agent struct {
 	metrics *Metrics
 	// cache is the node's blob cache (DATA-DIR/blob-cache).
 	cache *blobcache.Cache
+	// pool, if set before Run, is the node's warm pool: Run runs it once
+	// the sandboxes of an earlier agent are dealt with; its owner closes
+	// it after Run returned.
+	pool *Pool
 
 	// probed is the health the capability probe found (and the reasons
 	// known before it); health adds what the disk checks find at each
@@ -191,6 +195,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
 	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
+	if a.pool != nil {
+		// After the sweeps: they keep only what containerd has.
+		wg.Add(1)
+		go func() { defer wg.Done(); a.pool.Run(ctx) }()
+	}
 	wg.Wait()
 	a.wg.Wait()
 	return nil
@@ -225,6 +234,9 @@ func (a *Agent) checkHealth() {
 	if disk := a.rt.DiskReasons(a.logs.Dir()); len(disk) > 0 {
 		h = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(h.Reasons), disk...)}
 	}
+	if pool := a.pool.Health(); len(pool) > 0 {
+		h = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(h.Reasons), pool...)}
+	}
 	if h.State == a.health.State && slices.Equal(h.Reasons, a.health.Reasons) {
 		return
 	}
@@ -241,7 +253,7 @@ func (a *Agent) checkHealth() {
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	ticker.Every(ctx, a.cfg.Heartbeat, func() bool {
 		a.checkHealth()
-		res, err := a.sched.Heartbeat(ctx, cluster.Heartbeat{Node: a.cfg.Node, Health: a.health, Running: a.running()})
+		res, err := a.sched.Heartbeat(ctx, cluster.Heartbeat{Node: a.cfg.Node, Health: a.health, Running: a.running(), Pool: a.pool.Status()})
 		if err != nil {
 			if ctx.Err() == nil {
 				a.logger.Warn("heartbeat", "error", err)

@@ -51,9 +51,14 @@ type Sandbox struct {
 	// sandbox, a pool id for a pooled one.
 	id   string
 	step Step
+	// class is the pool class of a pooled sandbox (nil for a cold one);
 	// boot are the limits in its spec, and madeAt when its pause started.
+	class  *poolClass
 	boot   oci.Limits
 	madeAt time.Time
+	// claimed is set once a step took the pooled sandbox (Pool.Take): it
+	// never goes back.
+	claimed   bool
 	container containerd.Container
 	task      containerd.Task
 	spec      *specs.Spec
@@ -263,7 +268,7 @@ func (r *Runtime) bind(ctx context.Context, sb *Sandbox, st Step) error {
 	ctx = r.nsCtx(ctx)
 	boot := sb.step
 	sb.step = st
-	if sb.step.ID != boot.ID && boot.ID == "" {
+	if sb.class != nil {
 		if _, err := sb.container.SetLabels(ctx, stepLabels(st)); err != nil {
 			return fmt.Errorf("label sandbox %s for step %s: %w", sb.id, st.ID, err)
 		}
