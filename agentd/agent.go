@@ -182,7 +182,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.cache.Load(); err != nil {
 		return err
 	}
-	a.probed = a.rt.Probe(ctx, a.cfg.ProbeImage)
+	a.probed = a.rt.probe(ctx, a.cfg.ProbeImage, a.pool != nil) // through a claim with a pool
 	if len(a.cfg.Degraded) > 0 {
 		a.probed = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(a.cfg.Degraded), a.probed.Reasons...)}
 	}

@@ -51,7 +51,7 @@ func newPoolMetrics() poolMetrics {
 		}, []string{"result"}),
 		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rodon_agent_pool_discarded_total",
-			Help: "Pooled sandboxes destroyed without a step, by reason: max_age, unwanted, claim_failed, no_fit.",
+			Help: "Pooled sandboxes destroyed without a step, by reason: max_age, unwanted, unhealthy, claim_failed, no_fit.",
 		}, []string{"reason"}),
 		memory: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rodon_agent_pool_memory_bytes",

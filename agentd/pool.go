@@ -71,6 +71,8 @@ type poolRuntime interface {
 	memory(sb *Sandbox) int64
 	// destroy destroys a sandbox that left the pool unclaimed.
 	destroy(ctx context.Context, sb *Sandbox) error
+	// check says what is wrong with a ready sandbox, from the host.
+	check(ctx context.Context, sb *Sandbox) error
 }
 
 // Pool is a node's warm pool: sandboxes of the classes steps ask for,
@@ -108,6 +110,9 @@ type Pool struct {
 	failReason   string
 	limitsFailed bool
 	closed       bool
+	// checked is when the ready sandboxes were last checked; lastTake
+	// when a step last asked for one.
+	checked, lastTake time.Time
 }
 
 // classDemand is what a class was asked for.
@@ -131,6 +136,8 @@ const (
 	shimOverhead = 46 << 20
 	// poolFailLimit consecutive failures make the node degraded.
 	poolFailLimit = 3
+	// checkEvery is how often the ready sandboxes are checked.
+	checkEvery = 30 * time.Second
 )
 
 // NewPool wires a pool; it starts nothing (Run does).
@@ -169,6 +176,7 @@ func (p *Pool) Take(c poolClass) (*Sandbox, bool) {
 	defer p.mu.Unlock()
 	defer p.poke()
 	p.countDemand(c)
+	p.lastTake = p.now()
 	q := p.ready[c]
 	if p.closed || len(q) == 0 {
 		p.metrics.pool.claims.WithLabelValues("miss").Inc()
@@ -318,27 +326,38 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.def = &c
 		p.mu.Unlock()
 	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	for {
-		again := p.tend(ctx)
-		if again && ctx.Err() == nil {
+		next := p.tend(ctx)
+		if next == 0 && ctx.Err() == nil {
 			continue
 		}
+		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-p.wake:
-		case <-tick.C:
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
+// quietAfterTake is how long the pool makes nothing after a step asked it
+// for a sandbox: on a 2-vCPU node the claimed step's exec, or the cold
+// create of a miss, goes first.
+const quietAfterTake = 250 * time.Millisecond
+
 // tend does one round of Run: it destroys what is too old or not wanted,
-// then makes one sandbox if a class is short; it reports whether it made
-// one (and another may be due).
-func (p *Pool) tend(ctx context.Context) bool {
+// then makes one sandbox if a class is short. It returns when to tend
+// again: at once after it made one (another may be due), after the quiet
+// time of a recent Take, else in a second.
+func (p *Pool) tend(ctx context.Context) time.Duration {
 	now := p.now()
+	if now.Sub(p.checked) >= checkEvery {
+		p.checked = now
+		p.checkReady(ctx)
+	}
 	p.mu.Lock()
 	targets := p.targetsLocked(now)
 	var drop []*Sandbox
@@ -368,6 +387,10 @@ func (p *Pool) tend(ctx context.Context) bool {
 			short = &c
 		}
 	}
+	var quiet time.Duration
+	if short != nil && now.Sub(p.lastTake) < quietAfterTake {
+		short, quiet = nil, quietAfterTake-now.Sub(p.lastTake)
+	}
 	if short != nil {
 		p.creating++
 	}
@@ -378,13 +401,16 @@ func (p *Pool) tend(ctx context.Context) bool {
 		p.metrics.pool.discarded.WithLabelValues(reasons[i]).Inc()
 		p.destroy(ctx, sb)
 	}
+	if quiet > 0 {
+		return quiet
+	}
 	if short == nil || ctx.Err() != nil {
 		if short != nil {
 			p.mu.Lock()
 			p.creating--
 			p.mu.Unlock()
 		}
-		return false
+		return time.Second
 	}
 	start := p.now()
 	sb, err := p.rt.makePooled(ctx, *short)
@@ -398,7 +424,7 @@ func (p *Pool) tend(ctx context.Context) bool {
 		if ctx.Err() == nil {
 			p.logger.Warn("make a pooled sandbox", "class", short.key(), "error", err)
 		}
-		return false
+		return time.Second
 	}
 	p.failures, p.failReason = 0, ""
 	p.makeTimes = append(p.makeTimes, took)
@@ -413,10 +439,44 @@ func (p *Pool) tend(ctx context.Context) bool {
 	p.metrics.pool.create.Observe(took.Seconds())
 	if closed {
 		p.destroy(ctx, sb)
-		return false
+		return time.Second
 	}
 	p.add(sb)
-	return true
+	return 0
+}
+
+// checkReady checks every ready sandbox from the host (Runtime.check) and
+// destroys those that fail, counting each as a failure of the pool.
+func (p *Pool) checkReady(ctx context.Context) {
+	p.mu.Lock()
+	var all []*Sandbox
+	for _, q := range p.ready {
+		all = append(all, q...)
+	}
+	p.mu.Unlock()
+	for _, sb := range all {
+		err := p.rt.check(ctx, sb)
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		p.mu.Lock()
+		q := p.ready[*sb.class]
+		i := slices.Index(q, sb)
+		if i < 0 { // claimed meanwhile: its step's now
+			p.mu.Unlock()
+			continue
+		}
+		p.ready[*sb.class] = slices.Delete(q, i, i+1)
+		if len(p.ready[*sb.class]) == 0 {
+			delete(p.ready, *sb.class)
+		}
+		p.destroying++
+		p.failLocked(fmt.Sprintf("pooled sandbox %s: %v", sb.id, err), false)
+		p.mu.Unlock()
+		p.logger.Warn("a pooled sandbox failed its check; destroying it", "sandbox", sb.id, "error", err)
+		p.metrics.pool.discarded.WithLabelValues("unhealthy").Inc()
+		p.destroy(ctx, sb)
+	}
 }
 
 // destroy destroys a sandbox that left the pool unclaimed, counted in

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
+
 	"github.com/rodon-compute/rodon/agentd/logstore"
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
@@ -80,6 +82,36 @@ func (r *Runtime) makePooled(ctx context.Context, c poolClass) (*Sandbox, error)
 }
 
 func (r *Runtime) destroy(ctx context.Context, sb *Sandbox) error { return sb.Destroy(ctx) }
+
+// check is the host-side health pass over a ready pooled sandbox, without
+// an exec: its pause runs, and its cgroup, workspace filesystem (of the
+// class's size at most) and network namespace are there.
+func (r *Runtime) check(ctx context.Context, sb *Sandbox) error {
+	st, err := sb.task.Status(r.nsCtx(ctx))
+	if err != nil {
+		return fmt.Errorf("status of its pause: %w", err)
+	}
+	if st.Status != containerd.Running {
+		return fmt.Errorf("its pause is %s", st.Status)
+	}
+	cg := sb.cgroupPath()
+	if !dirExists(filepath.Join(cgroupRoot, "memory", cg)) && !dirExists(filepath.Join(cgroupRoot, cg)) {
+		return fmt.Errorf("its cgroup %s is gone", cg)
+	}
+	sp, err := statSpace(sb.wsDir)
+	if err != nil {
+		return fmt.Errorf("its workspace filesystem: %w", err)
+	}
+	if int64(sp.total) > sb.step.WorkspaceBytes {
+		return fmt.Errorf("its workspace filesystem has %d bytes, more than its class's %d: not mounted", sp.total, sb.step.WorkspaceBytes)
+	}
+	if sb.net != nil {
+		if _, err := os.Stat(sb.net.Net.NSPath); err != nil {
+			return fmt.Errorf("its network: %w", err)
+		}
+	}
+	return nil
+}
 
 // memory is what the sandbox uses: its cgroup's memory and its shim's and
 // `runsc wait`'s, which live outside it.

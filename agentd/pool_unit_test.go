@@ -16,6 +16,7 @@ type fakePoolRuntime struct {
 	made      int
 	destroyed map[string]bool
 	fail      error
+	broken    map[string]error
 }
 
 func (f *fakePoolRuntime) defaultClass(context.Context, string) (poolClass, error) {
@@ -33,6 +34,12 @@ func (f *fakePoolRuntime) makePooled(_ context.Context, c poolClass) (*Sandbox, 
 }
 
 func (f *fakePoolRuntime) memory(*Sandbox) int64 { return 100 << 20 }
+
+func (f *fakePoolRuntime) check(_ context.Context, sb *Sandbox) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.broken[sb.id]
+}
 
 func (f *fakePoolRuntime) destroy(_ context.Context, sb *Sandbox) error {
 	f.mu.Lock()
@@ -54,7 +61,7 @@ var testClass = poolClass{Image: "base", Digest: "sha256:1", Network: true, Work
 
 func newFakePool(t *testing.T, budget int64) (*Pool, *fakePoolRuntime) {
 	t.Helper()
-	f := &fakePoolRuntime{destroyed: map[string]bool{}}
+	f := &fakePoolRuntime{destroyed: map[string]bool{}, broken: map[string]error{}}
 	cfg := DefaultPoolConfig()
 	cfg.MemoryBudget = budget
 	p, err := newPool(cfg, f, nil, testenv.Logger(t))
@@ -172,6 +179,31 @@ func TestPoolMakeFailures(t *testing.T) {
 	p.tend(t.Context())
 	if h := p.Health(); len(h) != 0 {
 		t.Errorf("Health() after a make worked = %q, want none", h)
+	}
+	p.Close(t.Context())
+}
+
+// TestPoolCheck: a ready sandbox that fails its host-side check is
+// destroyed (never claimed) and replaced.
+func TestPoolCheck(t *testing.T) {
+	p, f := newFakePool(t, 1<<30)
+	def := testClass
+	p.def = &def
+	p.checked = time.Now() // no check on the first round
+	p.tend(t.Context())
+	p.mu.Lock()
+	sb := p.ready[def][0]
+	p.mu.Unlock()
+	f.mu.Lock()
+	f.broken[sb.id] = fmt.Errorf("pause gone")
+	f.mu.Unlock()
+	p.checked = time.Time{}
+	p.tend(t.Context())
+	if _, destroyed := f.counts(); destroyed != 1 || !f.destroyed[sb.id] {
+		t.Errorf("after a failed check: destroyed %v, want %s", f.destroyed, sb.id)
+	}
+	if got, ok := p.Take(def); !ok || got == sb {
+		t.Errorf("Take after the check = %v, %v; want a new sandbox", got, ok)
 	}
 	p.Close(t.Context())
 }

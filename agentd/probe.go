@@ -32,10 +32,22 @@ var canaryFill = fmt.Sprintf("head -c %d /dev/zero > /workspace/fill 2>/dev/null
 // address. Its workspace quota must refuse a write past it. Any failure
 // makes the node degraded, with a reason.
 func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
+	return r.probe(ctx, image, false)
+}
+
+// probe is Probe; with claim (a node with a warm pool) the canary's
+// sandbox is made as a pooled one and claimed, so that the limits read
+// back are those a claim writes.
+func (r *Runtime) probe(ctx context.Context, image string, claim bool) cluster.Health {
 	var reasons []string
 	id := fmt.Sprintf("canary-%d", time.Now().UnixNano())
-	sb, err := r.Create(ctx, Step{ID: cluster.StepID(id), Image: image, Args: []string{"sh", "-c", canaryFill + "; exit 3"},
-		Limits: canaryLimits, WorkspaceBytes: canaryWorkspace})
+	st := Step{ID: cluster.StepID(id), Image: image, Args: []string{"sh", "-c", canaryFill + "; exit 3"},
+		Limits: canaryLimits, WorkspaceBytes: canaryWorkspace}
+	create := r.Create
+	if claim {
+		create = r.claimCanary
+	}
+	sb, err := create(ctx, st)
 	if err != nil {
 		return cluster.Health{State: cluster.NodeDegraded, Reasons: []string{"canary sandbox does not start: " + err.Error()}}
 	}
@@ -84,4 +96,26 @@ func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
 func dirExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
+}
+
+// claimCanary makes the canary's sandbox as the warm pool makes one (of
+// the canary's class) and claims it for st.
+func (r *Runtime) claimCanary(ctx context.Context, st Step) (*Sandbox, error) {
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
+	c, ok := r.classOf(ctx, st)
+	if !ok {
+		return nil, fmt.Errorf("image %q is not on the node (build it with bundles/build)", st.Image)
+	}
+	sb, err := r.makePooled(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	sb.claimed = true
+	if err := r.Claim(ctx, sb, st); err != nil {
+		r.destroyFailed(ctx, sb)
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return sb, nil
 }
