@@ -413,7 +413,12 @@ func (p *Pool) tend(ctx context.Context) time.Duration {
 		return time.Second
 	}
 	start := p.now()
-	sb, err := p.rt.makePooled(ctx, *short)
+	// Not cancelled when Run's context ends: a task create cut short
+	// can leave runsc's cgroups behind after the sandbox was destroyed.
+	// A sandbox made after that is added, and Close destroys it.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	sb, err := p.rt.makePooled(mctx, *short)
+	cancel()
 	took := p.now().Sub(start)
 	p.mu.Lock()
 	p.creating--
@@ -435,6 +440,9 @@ func (p *Pool) tend(ctx context.Context) time.Duration {
 		p.cost = 0.8*p.cost + 0.2*float64(m)
 	}
 	closed := p.closed
+	if closed {
+		p.destroying++
+	}
 	p.mu.Unlock()
 	p.metrics.pool.create.Observe(took.Seconds())
 	if closed {

@@ -463,3 +463,41 @@ func runPoolAgent(t *testing.T, rt *Runtime, sched Scheduler, p *Pool) (*logstor
 		}
 	})
 }
+
+// TestPoolGVisorStopWhileMaking: a pool stopped while it makes a sandbox
+// finishes making it, and Close destroys it: nothing is left (runsc's
+// cgroups of a task create cut short were).
+func TestPoolGVisorStopWhileMaking(t *testing.T) {
+	testenv.RequireContainerd(t)
+	e := newPoolEgress(t)
+	cfg := DefaultRuntimeConfig()
+	cfg.DataDir, cfg.Network, cfg.Node = t.TempDir(), e, "pool-test"
+	rt, err := NewRuntime(t.Context(), cfg, testenv.Logger(t))
+	if err != nil {
+		t.Fatalf("NewRuntime() = %v", err)
+	}
+	defer rt.Close()
+	pcfg := DefaultPoolConfig()
+	pcfg.MemoryBudget, pcfg.DefaultImage = 4*initialCost, baseImage
+	p, err := NewPool(pcfg, rt, nil, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if p.Status().Creating == 0 {
+			return errPoolEmpty
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Pool.Run() = %v", err)
+	}
+	if err := p.Close(context.WithoutCancel(t.Context())); err != nil {
+		t.Errorf("Pool.Close() = %v", err)
+	}
+	testenv.CheckNoLeaks(t, cfg.Namespace, cfg.CgroupParent)
+}
