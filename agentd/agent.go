@@ -100,6 +100,10 @@ type Agent struct {
 	metrics *Metrics
 	// cache is the node's blob cache (DATA-DIR/blob-cache).
 	cache *blobcache.Cache
+	// pool, if set before Run, is the node's warm pool: Run runs it once
+	// the sandboxes of an earlier agent are dealt with; its owner closes
+	// it after Run returned.
+	pool *Pool
 
 	// probed is the health the capability probe found (and the reasons
 	// known before it); health adds what the disk checks find at each
@@ -182,7 +186,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.cache.Load(); err != nil {
 		return err
 	}
-	a.probed = a.rt.Probe(ctx, a.cfg.ProbeImage)
+	a.probed = a.rt.probe(ctx, a.cfg.ProbeImage, a.pool != nil) // through a claim with a pool
 	if len(a.cfg.Degraded) > 0 {
 		a.probed = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(a.cfg.Degraded), a.probed.Reasons...)}
 	}
@@ -195,6 +199,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
 	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
+	if a.pool != nil {
+		// After the sweeps: they keep only what containerd has.
+		wg.Add(1)
+		go func() { defer wg.Done(); a.pool.Run(ctx) }()
+	}
 	wg.Wait()
 	a.wg.Wait()
 	return nil
@@ -229,6 +238,9 @@ func (a *Agent) checkHealth() {
 	if disk := a.rt.DiskReasons(a.logs.Dir()); len(disk) > 0 {
 		h = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(h.Reasons), disk...)}
 	}
+	if pool := a.pool.Health(); len(pool) > 0 {
+		h = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(h.Reasons), pool...)}
+	}
 	if h.State == a.health.State && slices.Equal(h.Reasons, a.health.Reasons) {
 		return
 	}
@@ -249,7 +261,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		// at or below the index read after it.
 		running := a.running()
 		res, err := a.sched.Heartbeat(ctx, cluster.Heartbeat{Node: a.cfg.Node, Health: a.health, Running: running,
-			SeenIndex: a.seenIndex.Load()})
+			SeenIndex: a.seenIndex.Load(), Pool: a.pool.Status()})
 		if err != nil {
 			if ctx.Err() == nil {
 				a.logger.Warn("heartbeat", "error", err)

@@ -48,7 +48,7 @@ func (a *Agent) adoptOrphans(ctx context.Context) (adopted map[string]bool) {
 			r := newStepRun(a, st)
 			r.sb = sb
 			close(r.started)
-			adopted[sb.ID()] = true
+			adopted[sb.treeID()] = true
 			a.mu.Lock()
 			a.steps[st.ID] = r
 			a.mu.Unlock()
@@ -75,7 +75,12 @@ func (a *Agent) adoptOrphans(ctx context.Context) (adopted map[string]bool) {
 			}()
 			continue
 		}
-		a.logger.Info("destroying the sandbox of a step no longer assigned here", "step", key.Step, "attempt", key.Attempt)
+		if key.Step == "" {
+			// A pooled sandbox no step claimed: nothing proves none ran.
+			a.logger.Info("destroying a pooled sandbox of an earlier agent", "sandbox", sb.ID())
+		} else {
+			a.logger.Info("destroying the sandbox of a step no longer assigned here", "step", key.Step, "attempt", key.Attempt)
+		}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		if err := sb.Destroy(dctx); err != nil {
 			a.logger.Warn("destroy orphaned sandbox", "step", key.Step, "error", err)

@@ -96,7 +96,7 @@ func (r *stepRun) run(ctx context.Context) {
 		return
 	}
 	createStart := time.Now()
-	sb, err := r.a.rt.Create(ctx, st)
+	sb, err := r.sandboxFor(ctx, st, lg)
 	if err != nil {
 		r.finish(ctx, lg, nil, r.failedRecord(sandboxFailure(err)))
 		return

@@ -19,6 +19,59 @@ type Metrics struct {
 	blobs blobcache.Metrics
 	// uploaded counts the bytes of workspace results uploaded.
 	uploaded prometheus.Counter
+	// pool are the warm pool's (all zero without a pool).
+	pool poolMetrics
+}
+
+// poolMetrics are the warm pool's metrics (docs/design/speed.md 1.7).
+type poolMetrics struct {
+	sandboxes *prometheus.GaugeVec
+	target    *prometheus.GaugeVec
+	claims    *prometheus.CounterVec
+	discarded *prometheus.CounterVec
+	memory    prometheus.Gauge
+	budget    prometheus.Gauge
+	create    prometheus.Histogram
+	claim     prometheus.Histogram
+}
+
+func newPoolMetrics() poolMetrics {
+	return poolMetrics{
+		sandboxes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rodon_agent_pool_sandboxes",
+			Help: "Sandboxes of the warm pool, by state: ready (for a step), creating, destroying (unclaimed, leaving).",
+		}, []string{"state"}),
+		target: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rodon_agent_pool_target",
+			Help: "Ready sandboxes the warm pool aims to keep, by class (8 hex digits of image, network, workspace size, pids).",
+		}, []string{"class"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rodon_agent_pool_claims_total",
+			Help: "Steps that asked the warm pool for a sandbox, by result: hit (one was ready) or miss.",
+		}, []string{"result"}),
+		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rodon_agent_pool_discarded_total",
+			Help: "Pooled sandboxes destroyed without a step, by reason: max_age, unwanted, unhealthy, claim_failed, no_fit.",
+		}, []string{"reason"}),
+		memory: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rodon_agent_pool_memory_bytes",
+			Help: "Memory of the warm pool's unclaimed sandboxes (estimated from those measured).",
+		}),
+		budget: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rodon_agent_pool_budget_bytes",
+			Help: "Memory the warm pool may use (agentd serve --warm-pool-memory).",
+		}),
+		create: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rodon_agent_pool_create_seconds",
+			Help:    "Time to make one pooled sandbox (up to its running pause).",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 10),
+		}),
+		claim: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rodon_agent_claim_seconds",
+			Help:    "Time to bind a step to a pooled sandbox (labels, limits, workspace copy).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
+		}),
+	}
 }
 
 // NewMetrics returns the agent's metrics, unregistered.
@@ -72,11 +125,13 @@ func NewMetrics() *Metrics {
 			Name: "rodon_agent_blob_uploaded_bytes_total",
 			Help: "Bytes of workspace blobs this node uploaded (new files of steps' results, and their manifests).",
 		}),
+		pool: newPoolMetrics(),
 	}
 }
 
 // Collectors returns the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.steps, m.running, m.create, m.cleanup, m.degraded, m.denied,
-		m.blobs.FetchedBytes, m.blobs.Hits, m.blobs.Misses, m.blobs.Bytes, m.uploaded}
+		m.blobs.FetchedBytes, m.blobs.Hits, m.blobs.Misses, m.blobs.Bytes, m.uploaded,
+		m.pool.sandboxes, m.pool.target, m.pool.claims, m.pool.discarded, m.pool.memory, m.pool.budget, m.pool.create, m.pool.claim}
 }

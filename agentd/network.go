@@ -39,10 +39,8 @@ func (s *Sandbox) setupNetwork(ctx context.Context) ([]oci.SpecOpt, error) {
 	return append(opts, oci.WithResolvConf(rc)), nil
 }
 
-// sandboxID is the sandbox's id, also before its container exists (for an
-// orphan, the step and attempt come from the container's labels, so it is
-// the container's id).
-func (s *Sandbox) sandboxID() string { return s.step.sandboxID() }
+// sandboxID is the sandbox's id, also before its container exists.
+func (s *Sandbox) sandboxID() string { return s.id }
 
 // adoptNetwork attaches the egress filter again to the network of a
 // sandbox found after a restart.

@@ -52,6 +52,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]Orphan, error) {
 		wsBytes, _ := strconv.ParseInt(labels[LabelWorkspaceBytes], 10, 64)
 		sb := &Sandbox{
 			rt:        r,
+			id:        c.ID(),
 			step:      Step{ID: cluster.StepID(labels[LabelStep]), Workspace: labels[LabelWorkspace], Attempt: attempt, WorkspaceBytes: wsBytes},
 			wsDir:     filepath.Join(workspacesDir(r.cfg), c.ID()),
 			ctlDir:    filepath.Join(ctlDir(r.cfg), c.ID()),

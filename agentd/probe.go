@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rodon-compute/rodon/cluster"
@@ -35,10 +32,22 @@ var canaryFill = fmt.Sprintf("head -c %d /dev/zero > /workspace/fill 2>/dev/null
 // address. Its workspace quota must refuse a write past it. Any failure
 // makes the node degraded, with a reason.
 func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
+	return r.probe(ctx, image, false)
+}
+
+// probe is Probe; with claim (a node with a warm pool) the canary's
+// sandbox is made as a pooled one and claimed, so that the limits read
+// back are those a claim writes.
+func (r *Runtime) probe(ctx context.Context, image string, claim bool) cluster.Health {
 	var reasons []string
 	id := fmt.Sprintf("canary-%d", time.Now().UnixNano())
-	sb, err := r.Create(ctx, Step{ID: cluster.StepID(id), Image: image, Args: []string{"sh", "-c", canaryFill + "; exit 3"},
-		Limits: canaryLimits, WorkspaceBytes: canaryWorkspace})
+	st := Step{ID: cluster.StepID(id), Image: image, Args: []string{"sh", "-c", canaryFill + "; exit 3"},
+		Limits: canaryLimits, WorkspaceBytes: canaryWorkspace}
+	create := r.Create
+	if claim {
+		create = r.claimCanary
+	}
+	sb, err := create(ctx, st)
 	if err != nil {
 		return cluster.Health{State: cluster.NodeDegraded, Reasons: []string{"canary sandbox does not start: " + err.Error()}}
 	}
@@ -84,43 +93,29 @@ func (r *Runtime) Probe(ctx context.Context, image string) cluster.Health {
 	return cluster.Health{State: cluster.NodeReady}
 }
 
-// checkLimits reads the sandbox's limits back from the host's cgroups.
-func (s *Sandbox) checkLimits(l oci.Limits) []string {
-	cg := s.cgroupPath()
-	quota := strconv.FormatInt(int64(l.CPU*cpuPeriodUS), 10)
-	checks := []struct {
-		what       string
-		v1, v2     string
-		want       string
-		wantV2Pref string
-	}{
-		{"memory", "memory/" + cg + "/memory.limit_in_bytes", cg + "/memory.max", strconv.FormatInt(l.MemoryBytes, 10), ""},
-		{"pids", "pids/" + cg + "/pids.max", cg + "/pids.max", strconv.FormatInt(oci.HostPids(l.Pids), 10), ""},
-		{"cpu", "cpu/" + cg + "/cpu.cfs_quota_us", cg + "/cpu.max", quota, quota + " "},
-	}
-	v1 := dirExists(filepath.Join(cgroupRoot, "memory"))
-	var reasons []string
-	for _, c := range checks {
-		file := filepath.Join(cgroupRoot, c.v2)
-		if v1 {
-			file = filepath.Join(cgroupRoot, c.v1)
-		}
-		b, err := os.ReadFile(file)
-		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("%s limit not applied: %v", c.what, err))
-			continue
-		}
-		got := strings.TrimSpace(string(b))
-		if got != c.want && (c.wantV2Pref == "" || !strings.HasPrefix(got, c.wantV2Pref)) {
-			reasons = append(reasons, fmt.Sprintf("%s limit not applied: %s reads %q, want %q", c.what, file, got, c.want))
-		}
-	}
-	return reasons
-}
-
-const cpuPeriodUS = 100000
-
 func dirExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
+}
+
+// claimCanary makes the canary's sandbox as the warm pool makes one (of
+// the canary's class) and claims it for st.
+func (r *Runtime) claimCanary(ctx context.Context, st Step) (*Sandbox, error) {
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
+	c, ok := r.classOf(ctx, st)
+	if !ok {
+		return nil, fmt.Errorf("image %q is not on the node (build it with bundles/build)", st.Image)
+	}
+	sb, err := r.makePooled(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	sb.claimed = true
+	if err := r.Claim(ctx, sb, st); err != nil {
+		r.destroyFailed(ctx, sb)
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return sb, nil
 }

@@ -17,6 +17,12 @@
 // is reported only after the read-back. Runtime.Run does all of it for one
 // step. Orphans finds sandboxes left by an agent that died.
 //
+// A Pool (pool.go, agentd serve --warm-pool-memory) keeps sandboxes
+// prepared ahead of demand, up to their running pause and for no step.
+// A step takes one (Pool.Take) and Runtime.Claim binds it, which Create
+// does at once for a cold sandbox; from there the call order is the same,
+// and the sandbox is destroyed after its one step.
+//
 // Server is the whole node daemon (`agentd serve`): DefaultConfig, New,
 // then Run, which runs the Agent, its HTTP server, the log sweeper, the
 // control-plane denylist and the reloads on one errgroup until its context

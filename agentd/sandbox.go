@@ -34,12 +34,31 @@ const execID = "step"
 // containerd (see bundles/build).
 var ErrNoImage = errors.New("image not found")
 
-// A Sandbox is one pod sandbox, created for one step. Its owner must call
-// Destroy exactly once, whatever happened before. Start, Wait and Kill may be
+// A Sandbox is one pod sandbox, for one step. Its owner must call Destroy
+// exactly once, whatever happened before. Start, Wait and Kill may be
 // called from different goroutines.
+//
+// A sandbox is made in two parts: prepare makes everything up to its
+// running pause (snapshot, network, workspace filesystem, spec, task),
+// and bind gives it its one step (labels, limits, the workspace copy). A
+// cold step has both at once (Create); a pooled sandbox is prepared ahead
+// and bound when a step claims it (Pool, Runtime.Claim). Nothing unbinds
+// a sandbox: after its step it is destroyed.
 type Sandbox struct {
-	rt        *Runtime
-	step      Step
+	rt *Runtime
+	// id is the sandbox's containerd id, and names its network, cgroups,
+	// fifos and directories: the step's (Step.sandboxID) for a cold
+	// sandbox, a pool id for a pooled one.
+	id   string
+	step Step
+	// class is the pool class of a pooled sandbox (nil for a cold one);
+	// boot are the limits in its spec, and madeAt when its pause started.
+	class  *poolClass
+	boot   oci.Limits
+	madeAt time.Time
+	// claimed is set once a step took the pooled sandbox (Pool.Take): it
+	// never goes back.
+	claimed   bool
 	container containerd.Container
 	task      containerd.Task
 	spec      *specs.Spec
@@ -79,89 +98,122 @@ type Sandbox struct {
 	waitOnce sync.Once
 }
 
-// ID returns the containerd id of the sandbox (the step's id).
-func (s *Sandbox) ID() string { return s.container.ID() }
+// ID returns the containerd id of the sandbox.
+func (s *Sandbox) ID() string { return s.id }
 
-// Create makes the sandbox of st and starts its pause process. The step's
-// command is not started yet. On error nothing is left behind.
-func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error) {
+// Create makes the sandbox of st and starts its pause process: prepare
+// and bind at once (the cold path). The step's command is not started
+// yet. On error nothing is left behind.
+func (r *Runtime) Create(ctx context.Context, st Step) (*Sandbox, error) {
 	if err := st.Validate(); err != nil {
 		return nil, err
 	}
 	st = st.withDefaults()
-	ctx = r.nsCtx(ctx)
-	id := st.sandboxID()
-	img, err := r.client.GetImage(ctx, st.Image)
-	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return nil, failure(api.CauseImageNotFound, fmt.Sprintf("image %q is not on the node (build it with bundles/build)", st.Image), ErrNoImage)
-		}
-		return nil, fmt.Errorf("look up image %q: %w", st.Image, err)
-	}
-	imgEnv, err := imageEnv(ctx, img)
+	sb, err := r.prepare(ctx, st.sandboxID(), st, stepLabels(st))
 	if err != nil {
 		return nil, err
 	}
+	if err := r.bind(ctx, sb, st); err != nil {
+		r.destroyFailed(ctx, sb)
+		return nil, err
+	}
+	sb.phases.Created = time.Now().UTC()
+	return sb, nil
+}
 
-	sb := &Sandbox{rt: r, step: st, wsDir: filepath.Join(workspacesDir(r.cfg), id)}
-	sb.ctlDir = filepath.Join(ctlDir(r.cfg), id)
-	defer func() {
-		if retErr != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			if err := sb.Destroy(cctx); err != nil {
-				r.logger.Warn("clean up after failed create", "step", id, "error", err)
-			}
-		}
-	}()
-	if err := os.Mkdir(sb.wsDir, 0o755); err != nil {
-		return sb, fmt.Errorf("create workspace copy: %w", err)
-	}
-	if err := os.Mkdir(sb.ctlDir, 0o755); err != nil {
-		return sb, fmt.Errorf("create control dir: %w", err)
-	}
-
-	opts := []oci.SpecOpt{
-		oci.WithPodSandbox(),
-		oci.WithPause(r.cfg.PauseBinary, sb.ctlDir),
-		oci.WithEnv(imgEnv),
-		workspaceMount(st, sb.wsDir),
-		oci.WithLibrary(st.Library),
-		oci.WithLimits(st.Limits),
-		oci.WithCgroupsPath(path.Join(r.cfg.CgroupParent, id)),
-	}
-	netOpts, err := sb.setupNetwork(ctx)
-	if err != nil {
-		return sb, err
-	}
-	opts = append(opts, netOpts...)
-	spec, err := oci.Spec(ctx, r.cfg.Namespace, id, opts...)
-	if err != nil {
-		return sb, err
-	}
-	sb.spec = spec
-	labels := map[string]string{
-		LabelManaged: "true",
-		LabelStep:    string(st.ID),
-		LabelOwner:   r.owner,
-		LabelNode:    r.cfg.Node,
-	}
+// stepLabels are the labels that tie a sandbox to its step: how a
+// restarted agent finds the step's sandbox again.
+func stepLabels(st Step) map[string]string {
+	labels := map[string]string{LabelStep: string(st.ID)}
 	if st.Workspace != "" {
 		labels[LabelWorkspace] = st.Workspace
 	}
 	if st.WorkspaceReadOnly {
 		labels[LabelWorkspaceReadOnly] = "true"
 	}
-	labels[LabelWorkspaceBytes] = strconv.FormatInt(st.WorkspaceBytes, 10)
 	if st.Attempt > 0 {
 		labels[LabelAttempt] = strconv.Itoa(st.Attempt)
 	}
+	return labels
+}
+
+// destroyFailed destroys a sandbox whose making failed.
+func (r *Runtime) destroyFailed(ctx context.Context, sb *Sandbox) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.nsCtx(ctx)), time.Minute)
+	defer cancel()
+	if err := sb.Destroy(cctx); err != nil {
+		r.logger.Warn("clean up after failed create", "sandbox", sb.id, "error", err)
+	}
+}
+
+// prepare makes the sandbox id for tmpl and starts its pause: image,
+// directories, network, spec (tmpl's image, network, workspace size and
+// read-only flag, library and limits), the container with labels and the
+// sandbox's own, its empty workspace filesystem mounted, and its task
+// started. It copies no workspace: bind does. On error nothing is left
+// behind.
+func (r *Runtime) prepare(ctx context.Context, id string, tmpl Step, labels map[string]string) (_ *Sandbox, retErr error) {
+	ctx = r.nsCtx(ctx)
+	img, err := r.client.GetImage(ctx, tmpl.Image)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, failure(api.CauseImageNotFound, fmt.Sprintf("image %q is not on the node (build it with bundles/build)", tmpl.Image), ErrNoImage)
+		}
+		return nil, fmt.Errorf("look up image %q: %w", tmpl.Image, err)
+	}
+	imgEnv, err := imageEnv(ctx, img)
+	if err != nil {
+		return nil, err
+	}
+
+	sb := &Sandbox{rt: r, id: id, step: tmpl, boot: tmpl.Limits, wsDir: filepath.Join(workspacesDir(r.cfg), id)}
+	sb.ctlDir = filepath.Join(ctlDir(r.cfg), id)
+	defer func() {
+		if retErr != nil {
+			r.destroyFailed(ctx, sb)
+		}
+	}()
+	if err := os.Mkdir(sb.wsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create workspace copy: %w", err)
+	}
+	if err := os.Mkdir(sb.ctlDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create control dir: %w", err)
+	}
+
+	opts := []oci.SpecOpt{
+		oci.WithPodSandbox(),
+		oci.WithPause(r.cfg.PauseBinary, sb.ctlDir),
+		oci.WithEnv(imgEnv),
+		workspaceMount(tmpl, sb.wsDir),
+		oci.WithLibrary(tmpl.Library),
+		oci.WithLimits(tmpl.Limits),
+		oci.WithCgroupsPath(path.Join(r.cfg.CgroupParent, id)),
+	}
+	netOpts, err := sb.setupNetwork(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, netOpts...)
+	spec, err := oci.Spec(ctx, r.cfg.Namespace, id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	sb.spec = spec
+	all := map[string]string{
+		LabelManaged:        "true",
+		LabelOwner:          r.owner,
+		LabelNode:           r.cfg.Node,
+		LabelWorkspaceBytes: strconv.FormatInt(tmpl.WorkspaceBytes, 10),
+	}
 	if sb.hasNet {
-		labels[LabelNetwork] = "egress"
+		all[LabelNetwork] = "egress"
+	}
+	for k, v := range labels {
+		all[k] = v
 	}
 	lctx, lease, err := r.createLease(ctx)
 	if err != nil {
-		return sb, fmt.Errorf("create sandbox %s: %w", id, err)
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	c, err := r.client.NewContainer(lctx, id,
 		containerd.WithImage(img),
@@ -170,49 +222,82 @@ func (r *Runtime) Create(ctx context.Context, st Step) (_ *Sandbox, retErr error
 		containerd.WithNewSnapshot(id, img),
 		containerd.WithRuntime(r.cfg.RuntimeType, r.runtimeOptions()),
 		containerd.WithSpec(spec),
-		containerd.WithContainerLabels(labels),
+		containerd.WithContainerLabels(all),
 	)
 	// From here the container (if any) holds the snapshot; without one,
 	// dropping the lease removes the snapshot.
 	if derr := r.dropLease(context.WithoutCancel(ctx), lease, err != nil); derr != nil {
-		r.logger.Warn("drop create lease", "step", id, "error", derr)
+		r.logger.Warn("drop create lease", "sandbox", id, "error", derr)
 	}
 	if err != nil {
 		if errdefs.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create sandbox %s: a sandbox with this id exists already", id)
 		}
-		return sb, fmt.Errorf("create sandbox %s: %w", id, err)
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	sb.container = c
 	// The workspace filesystem is made once the container exists, so that
 	// a sandbox found again after a crash is the one to unmount it.
 	if err := sb.mountWorkspace(ctx); err != nil {
-		return sb, err
+		return nil, err
 	}
 	t, err := c.NewTask(ctx, cio.NullIO)
 	if err != nil {
-		return sb, fmt.Errorf("create sandbox task %s: %w", id, err)
+		return nil, fmt.Errorf("create sandbox task %s: %w", id, err)
 	}
 	sb.task = t
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	sb.stopPodWait = cancel
 	if sb.podExit, err = t.Wait(wctx); err != nil {
-		return sb, fmt.Errorf("wait for sandbox %s: %w", id, err)
+		return nil, fmt.Errorf("wait for sandbox %s: %w", id, err)
 	}
 	if err := t.Start(ctx); err != nil {
-		return sb, fmt.Errorf("start sandbox %s: %w", id, err)
+		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
-	sb.phases.Created = time.Now().UTC()
+	sb.madeAt = time.Now().UTC()
 	return sb, nil
+}
+
+// bind gives the prepared sandbox sb its step st: the step's labels (a
+// pooled sandbox's; a cold one has them from prepare), its limits where
+// they differ from the sandbox's boot limits (written to the host's
+// cgroups and read back), and its workspace copied into the workspace
+// filesystem (then made read-only on the host for a read-only step). The
+// step's environment and arguments go only into its process (Start).
+func (r *Runtime) bind(ctx context.Context, sb *Sandbox, st Step) error {
+	ctx = r.nsCtx(ctx)
+	boot := sb.step
+	sb.step = st
+	if sb.class != nil {
+		if _, err := sb.container.SetLabels(ctx, stepLabels(st)); err != nil {
+			return fmt.Errorf("label sandbox %s for step %s: %w", sb.id, st.ID, err)
+		}
+	}
+	if st.Limits != sb.boot {
+		if err := applyLimits(sb.cgroupPath(), st.Limits); err != nil {
+			return err
+		}
+	}
+	if boot.WorkspaceBytes != st.WorkspaceBytes || boot.WorkspaceReadOnly != st.WorkspaceReadOnly {
+		return fmt.Errorf("bind step %s to sandbox %s: workspace %d bytes (read-only %v), the sandbox has %d (read-only %v)",
+			st.ID, sb.id, st.WorkspaceBytes, st.WorkspaceReadOnly, boot.WorkspaceBytes, boot.WorkspaceReadOnly)
+	}
+	if err := sb.copyIn(st.WorkspaceBytes); err != nil {
+		return err
+	}
+	if st.WorkspaceReadOnly {
+		return remountReadOnly(sb.wsDir)
+	}
+	return nil
 }
 
 // ErrWorkspaceTooLarge is wrapped by Create when the step's workspace holds
 // more than its workspace limit.
 var ErrWorkspaceTooLarge = errors.New("workspace larger than the step's workspace limit")
 
-// mountWorkspace mounts the sandbox's workspace filesystem of the step's
-// workspace size, if the node's disk can take it, and copies the step's
-// workspace into it.
+// mountWorkspace mounts the sandbox's (empty) workspace filesystem of the
+// step's workspace size, if the node's disk can take it; bind copies the
+// step's workspace into it.
 func (s *Sandbox) mountWorkspace(ctx context.Context) error {
 	r, quota, img := s.rt, s.step.WorkspaceBytes, imagePath(s.wsDir)
 	// Admission and reservation in one critical section; the image
@@ -231,13 +316,7 @@ func (s *Sandbox) mountWorkspace(ctx context.Context) error {
 	if err := mountWorkspace(ctx, s.wsDir, quota); err != nil {
 		return err // Destroy drops the reservation
 	}
-	r.logger.Debug("workspace filesystem mounted", "step", s.step.ID, "bytes", quota, "took", time.Since(start))
-	if err := s.copyIn(quota); err != nil {
-		return err
-	}
-	if s.step.WorkspaceReadOnly {
-		return remountReadOnly(s.wsDir)
-	}
+	r.logger.Debug("workspace filesystem mounted", "sandbox", s.id, "bytes", quota, "took", time.Since(start))
 	return nil
 }
 

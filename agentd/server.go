@@ -39,6 +39,8 @@ type Config struct {
 	Platform func() ([]netip.Prefix, error)
 	// Logs is the store of the steps' output logs (Dir is required).
 	Logs logstore.Config
+	// Pool is the warm pool; off when its MemoryBudget is zero.
+	Pool PoolConfig
 	// Reload: every value received re-reads the TLS files and the
 	// platform CIDRs (main sends SIGHUP here). Nil: no reloads.
 	Reload <-chan os.Signal
@@ -53,6 +55,7 @@ func DefaultConfig() Config {
 		Agent:           DefaultAgentConfig(),
 		Runtime:         DefaultRuntimeConfig(),
 		Logs:            logstore.DefaultConfig(),
+		Pool:            DefaultPoolConfig(),
 		ShutdownTimeout: 10 * time.Second,
 	}
 }
@@ -156,6 +159,22 @@ func (s *Server) run(ctx context.Context) error {
 	agent, err := NewAgent(cfg.Agent, rt, s.sched, s.logs, logger)
 	if err != nil {
 		return err
+	}
+	if cfg.Pool.MemoryBudget > 0 {
+		pool, err := NewPool(cfg.Pool, rt, agent.Metrics(), logger)
+		if err != nil {
+			return err
+		}
+		// The agent runs the pool; what is ready when it stops goes here,
+		// before the network and containerd client are released.
+		agent.pool = pool
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := pool.Close(cctx); err != nil {
+				logger.Warn("destroy the warm pool", "error", err)
+			}
+		}()
 	}
 	acc := access{authenticated: cfg.TLS != nil}
 	if cp != nil {

@@ -25,22 +25,36 @@ func (r *Runtime) SweepOrphans(ctx context.Context) {
 	for _, o := range orphans {
 		err := o.Sandbox.Destroy(ctx)
 		if err == nil {
-			err = r.removeTree(o.Sandbox.ID())
+			err = r.removeTree(o.Sandbox.treeID())
 		}
 		r.logger.Warn("found sandbox of a dead agent and destroyed it",
 			"step", o.Sandbox.ID(), "owner", o.Owner, "was_running", o.Running, "error", err)
 	}
 }
 
-// removeTree removes the attempt's tree (workspace and library) of the
-// sandbox id, if any.
+// removeTree removes the attempt's tree (workspace and library) named
+// id, if any; "" (a pooled sandbox never claimed) has none.
 func (r *Runtime) removeTree(id string) error {
+	if id == "" {
+		return nil
+	}
 	return os.RemoveAll(filepath.Join(treesDir(r.cfg), id))
+}
+
+// treeID names the tree of the sandbox's attempt: its step's sandbox id
+// (a pooled sandbox's own id is not its step's); "" for a sandbox that
+// never had a step.
+func (s *Sandbox) treeID() string {
+	if s.step.ID == "" {
+		return ""
+	}
+	return s.step.sandboxID()
 }
 
 // Cleaned is what Cleanup removed, each a line for the operator.
 type Cleaned struct {
-	// Sandboxes are "SANDBOX (step STEP)".
+	// Sandboxes are "SANDBOX (step STEP)", or "SANDBOX (warm pool, never
+	// claimed)".
 	Sandboxes []string
 	// Workspaces and Networks are the workspace filesystems and sandbox
 	// networks removed.
@@ -66,10 +80,14 @@ func (r *Runtime) Cleanup(ctx context.Context, removeNAT bool) (Cleaned, error) 
 			*errs = append(*errs, fmt.Errorf("destroy %s: %w", o.Sandbox.ID(), err))
 			continue
 		}
-		if err := r.removeTree(o.Sandbox.ID()); err != nil {
+		if err := r.removeTree(o.Sandbox.treeID()); err != nil {
 			*errs = append(*errs, fmt.Errorf("remove the tree of %s: %w", o.Sandbox.ID(), err))
 		}
-		done.Sandboxes = append(done.Sandboxes, fmt.Sprintf("%s (step %s)", o.Sandbox.ID(), o.Sandbox.Step().ID))
+		if o.Sandbox.Step().ID == "" {
+			done.Sandboxes = append(done.Sandboxes, fmt.Sprintf("%s (warm pool, never claimed)", o.Sandbox.ID()))
+		} else {
+			done.Sandboxes = append(done.Sandboxes, fmt.Sprintf("%s (step %s)", o.Sandbox.ID(), o.Sandbox.Step().ID))
+		}
 	}
 	if _, err := r.SweepLeases(ctx); err != nil {
 		*errs = append(*errs, err)

@@ -21,6 +21,7 @@ type Event struct {
 	Waiting     *Waiting      `json:"waiting,omitempty"`     // waiting
 	Unplaceable *NotPlaceable `json:"unplaceable,omitempty"` // unplaceable
 	Warning     *Warning      `json:"warning,omitempty"`     // warning
+	Warm        *SandboxWarm  `json:"warm,omitempty"`        // sandbox_warm
 }
 
 // Event kinds. The scheduler records queued ... late_report; a node
@@ -46,7 +47,19 @@ const (
 	EventFilesChanged     = "files_changed"
 	EventOutputTruncated  = "output_truncated"
 	EventWarning          = "warning"
+	EventSandboxWarm      = "sandbox_warm"
 )
+
+// SandboxWarm is the payload of a sandbox_warm event: the step ran in a
+// sandbox of its node's warm pool, made (for no step yet) before the step
+// claimed it. The step's created phase is the claim's time, never earlier
+// than queued; CreatedAt is when the sandbox was made.
+type SandboxWarm struct {
+	CreatedAt time.Time `json:"created_at"`
+	// Class names the pool class (image, network, workspace size, pids),
+	// 8 hex digits.
+	Class string `json:"class"`
+}
 
 // Egress is the payload of an egress_denied event: packets the egress
 // filter denied for one reason in the step so far.

@@ -52,6 +52,7 @@ type Event struct {
 	Waiting     *api.Waiting      `json:"waiting,omitempty"`
 	Unplaceable *api.NotPlaceable `json:"unplaceable,omitempty"`
 	Warning     *api.Warning      `json:"warning,omitempty"`
+	Warm        *api.SandboxWarm  `json:"warm,omitempty"`
 }
 
 // legacyEvent holds the fields of an event as recorded before the typed
@@ -99,4 +100,5 @@ const (
 	EventEgressDenied    = api.EventEgressDenied
 	EventFilesChanged    = api.EventFilesChanged
 	EventOutputTruncated = api.EventOutputTruncated
+	EventSandboxWarm     = api.EventSandboxWarm
 )

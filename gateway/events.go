@@ -17,7 +17,7 @@ import (
 // (it names nodes) and never read.
 func publicEvent(e api.Event, known []string) api.Event {
 	out := api.Event{Time: e.Time, Kind: e.Kind, Attempt: e.Attempt,
-		Files: e.Files, Exit: e.Exit, Output: e.Output, Waiting: e.Waiting, Unplaceable: e.Unplaceable, Warning: e.Warning}
+		Files: e.Files, Exit: e.Exit, Output: e.Output, Waiting: e.Waiting, Unplaceable: e.Unplaceable, Warning: e.Warning, Warm: e.Warm}
 	if e.Egress != nil {
 		eg := *e.Egress
 		eg.Destination = hideDestination(eg.Destination, known)
@@ -66,6 +66,8 @@ func eventMessage(e api.Event) string {
 		return exitMessage(e.Exit)
 	case api.EventCleanedUp:
 		return "sandbox cleaned up"
+	case api.EventSandboxWarm:
+		return "ran in a sandbox made ahead of the step (warm pool)"
 	case api.EventLost:
 		return "the step's node was lost"
 	case api.EventRequeued:

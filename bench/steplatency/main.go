@@ -13,6 +13,11 @@
 // Usage (as root, after scripts/install-deps and bundles/build):
 //
 //	go run ./bench/steplatency -n 30 -out docs/bench-latest.md
+//
+// With -stacks it compares `ctr run --rm` with cold and warm `schedctl run
+// -- true` instead (stacks.go):
+//
+//	go build -o bin/ ./cmd/... && go run ./bench/steplatency -stacks -n 30
 package main
 
 import (
@@ -41,6 +46,11 @@ type config struct {
 	address, image, rtm string
 	out                 string
 	maxRatio            float64
+	// The three-way comparison (stacks.go).
+	stacks              bool
+	scheduler, schedctl string
+	poolMemory          string
+	maxWarmP50          time.Duration
 }
 
 func main() {
@@ -53,7 +63,16 @@ func main() {
 	flag.StringVar(&c.rtm, "runtime", "io.containerd.rodon.v1", "containerd runtime")
 	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
 	flag.Float64Var(&c.maxRatio, "max-ratio", 0, "fail if agentd's median create-to-exit-record latency exceeds this multiple of ctr's (0: report only)")
+	flag.BoolVar(&c.stacks, "stacks", false, "compare ctr run --rm with cold and warm schedctl run through two scheduler+agentd stacks (stacks.go)")
+	flag.StringVar(&c.scheduler, "scheduler", "bin/scheduler", "scheduler binary (-stacks)")
+	flag.StringVar(&c.schedctl, "schedctl", "bin/schedctl", "schedctl binary (-stacks)")
+	flag.StringVar(&c.poolMemory, "warm-pool-memory", "1g", "the warm stack's agentd serve --warm-pool-memory (-stacks)")
+	flag.DurationVar(&c.maxWarmP50, "max-warm-p50", 0, "fail if the warm p50 from submit to exit record exceeds this (-stacks; 0: report only)")
 	flag.Parse()
+	run := run
+	if c.stacks {
+		run = runStacks
+	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "steplatency:", err)
 		os.Exit(1)

@@ -88,3 +88,31 @@ func TestRunLimitFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServePoolFlags: the warm pool is off by default; a budget is taken
+// from the memory offered to steps; bad values are refused naming the flag.
+func TestServePoolFlags(t *testing.T) {
+	serve := func(args ...string) (agentd.Config, error) {
+		f, cfg, err := parseServe(t, append([]string{"--memory", "8g"}, args...)...)
+		if err != nil {
+			return agentd.Config{}, err
+		}
+		f.net.mode = "none"
+		return f.serverConfig(cfg, []string{"http://127.0.0.1:7100"}, nil, nil)
+	}
+	c, err := serve()
+	if err != nil || c.Pool.MemoryBudget != 0 || c.Agent.Capacity.MemoryBytes != 8<<30 {
+		t.Errorf("serve (defaults): pool %+v, memory %d, %v; want the pool off and all 8g offered", c.Pool, c.Agent.Capacity.MemoryBytes, err)
+	}
+	c, err = serve("--warm-pool-memory", "1g", "--warm-pool-classes", "3", "--warm-pool-max-age", "5m")
+	if err != nil || c.Pool.MemoryBudget != 1<<30 || c.Pool.MaxClasses != 3 || c.Pool.MaxAge != 5*time.Minute || c.Agent.Capacity.MemoryBytes != 7<<30 {
+		t.Errorf("serve with a 1g pool: pool %+v, memory %d, %v; want it and 7g offered", c.Pool, c.Agent.Capacity.MemoryBytes, err)
+	}
+	for _, tt := range []struct{ flag, value string }{
+		{"--warm-pool-memory", "9g"}, {"--warm-pool-classes", "0"}, {"--warm-pool-max-age", "0s"},
+	} {
+		if _, err := serve(tt.flag, tt.value); err == nil || !strings.Contains(err.Error(), tt.flag+" ") {
+			t.Errorf("serve %s %s = %v, want a usage error naming the flag", tt.flag, tt.value, err)
+		}
+	}
+}

@@ -39,6 +39,10 @@ type serveFlags struct {
 	maxTimeout   time.Duration
 	maxWorkspace sizeFlag
 	maxOutput    sizeFlag
+	// The warm pool (agentd.PoolConfig).
+	poolMemory  sizeFlag
+	poolClasses int
+	poolMaxAge  time.Duration
 }
 
 func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -106,6 +110,19 @@ func (f *serveFlags) serverConfig(cfg agentd.AgentConfig, urls []string, src *pk
 	// least every second, at most every minute).
 	c.Logs.SweepInterval = min(c.Logs.SweepInterval, max(time.Second, f.retention/4))
 	c.Logs.Budget = int64(f.logBudget)
+	if f.poolMemory < 0 || f.poolMemory > 0 && int64(f.poolMemory) >= c.Agent.Capacity.MemoryBytes {
+		return c, fmt.Errorf("%w: --warm-pool-memory %s: want 0 (off) up to less than the node's memory for steps (%s)", cli.ErrUsage, f.poolMemory.String(), size.Format(c.Agent.Capacity.MemoryBytes))
+	}
+	if f.poolClasses <= 0 {
+		return c, fmt.Errorf("%w: --warm-pool-classes %d: want at least 1", cli.ErrUsage, f.poolClasses)
+	}
+	if f.poolMaxAge <= 0 {
+		return c, fmt.Errorf("%w: --warm-pool-max-age %v: must be positive", cli.ErrUsage, f.poolMaxAge)
+	}
+	c.Pool.MemoryBudget, c.Pool.MaxClasses, c.Pool.MaxAge = int64(f.poolMemory), f.poolClasses, f.poolMaxAge
+	c.Pool.DefaultImage = c.Agent.ProbeImage
+	// What the pool may take is not offered to steps.
+	c.Agent.Capacity.MemoryBytes -= c.Pool.MemoryBudget
 	return c, nil
 }
 
@@ -129,6 +146,11 @@ func registerServeFlags(fs *flag.FlagSet, f *serveFlags) {
 	f.maxWorkspace, f.maxOutput = sizeFlag(hi.WorkspaceBytes), sizeFlag(hi.OutputBytes)
 	fs.Var(&f.maxWorkspace, "max-workspace", fmt.Sprintf("largest workspace `SIZE` a step may have on this node (%s to %s)", size.Format(lo.WorkspaceBytes), size.Format(hi.WorkspaceBytes)))
 	fs.Var(&f.maxOutput, "max-output", fmt.Sprintf("largest output cap (`SIZE`) a step may have on this node (%s to %s)", size.Format(lo.OutputBytes), size.Format(hi.OutputBytes)))
+	pd := agentd.DefaultPoolConfig()
+	f.poolMemory = sizeFlag(pd.MemoryBudget)
+	fs.Var(&f.poolMemory, "warm-pool-memory", "`SIZE` of memory the warm pool of sandboxes made ahead of steps may use, taken from the memory offered to steps (0: no pool)")
+	fs.IntVar(&f.poolClasses, "warm-pool-classes", pd.MaxClasses, "most classes (image, network, workspace size, pids) the warm pool keeps sandboxes of")
+	fs.DurationVar(&f.poolMaxAge, "warm-pool-max-age", pd.MaxAge, "how long a pooled sandbox waits for a step before it is replaced")
 	f.tls.Register(fs)
 }
 

@@ -1,0 +1,209 @@
+package agentd
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rodon-compute/rodon/internal/testenv"
+)
+
+// fakePoolRuntime makes sandboxes that are only structs (no containerd).
+type fakePoolRuntime struct {
+	mu        sync.Mutex
+	made      int
+	destroyed map[string]bool
+	fail      error
+	broken    map[string]error
+}
+
+func (f *fakePoolRuntime) defaultClass(context.Context, string) (poolClass, error) {
+	return testClass, nil
+}
+
+func (f *fakePoolRuntime) makePooled(_ context.Context, c poolClass) (*Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	f.made++
+	return &Sandbox{id: fmt.Sprintf("pool-%d", f.made), class: &c, madeAt: time.Now()}, nil
+}
+
+func (f *fakePoolRuntime) memory(*Sandbox) int64 { return 100 << 20 }
+
+func (f *fakePoolRuntime) check(_ context.Context, sb *Sandbox) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.broken[sb.id]
+}
+
+func (f *fakePoolRuntime) destroy(_ context.Context, sb *Sandbox) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.destroyed[sb.id] {
+		return fmt.Errorf("sandbox %s destroyed twice", sb.id)
+	}
+	f.destroyed[sb.id] = true
+	return nil
+}
+
+func (f *fakePoolRuntime) counts() (made, destroyed int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.made, len(f.destroyed)
+}
+
+var testClass = poolClass{Image: "base", Digest: "sha256:1", Network: true, WorkspaceBytes: 1 << 30, Pids: 1024}
+
+func newFakePool(t *testing.T, budget int64) (*Pool, *fakePoolRuntime) {
+	t.Helper()
+	f := &fakePoolRuntime{destroyed: map[string]bool{}, broken: map[string]error{}}
+	cfg := DefaultPoolConfig()
+	cfg.MemoryBudget = budget
+	p, err := newPool(cfg, f, nil, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, f
+}
+
+// TestPoolTake: Run keeps one sandbox of the default class ready, Take
+// hands it out once and marks it claimed, Run replaces it, and Close
+// destroys exactly the sandboxes never taken.
+func TestPoolTake(t *testing.T) {
+	p, f := newFakePool(t, 1<<30)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	ready := func() error {
+		if s := p.Status(); s.Ready < 1 {
+			return fmt.Errorf("status %+v, want a ready sandbox", *s)
+		}
+		return nil
+	}
+	testenv.Eventually(t, 5*time.Second, ready)
+	sb, ok := p.Take(testClass)
+	if !ok || !sb.claimed {
+		t.Fatalf("Take(default class) = %v, %v; want a claimed sandbox", sb, ok)
+	}
+	other := testClass
+	other.Pids = 64
+	if sb2, ok := p.Take(other); ok {
+		t.Errorf("Take(class never made) = %s, want a miss", sb2.id)
+	}
+	testenv.Eventually(t, 5*time.Second, ready)
+	sb2, ok := p.Take(testClass)
+	if !ok || sb2 == sb {
+		t.Fatalf("second Take = %v, %v; want another sandbox", sb2, ok)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v, want nil on cancel", err)
+	}
+	if err := p.Close(t.Context()); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	made, destroyed := f.counts()
+	if destroyed != made-2 || f.destroyed[sb.id] || f.destroyed[sb2.id] {
+		t.Errorf("after Close: %d made, %d destroyed (%v); want all but the 2 taken destroyed by the pool", made, destroyed, f.destroyed)
+	}
+	if _, ok := p.Take(testClass); ok {
+		t.Errorf("Take after Close: a hit, want a miss")
+	}
+}
+
+// TestPoolAddPanicsOnClaimed: a sandbox once claimed, or bound to a step,
+// can never go back into the pool.
+func TestPoolAddPanicsOnClaimed(t *testing.T) {
+	p, _ := newFakePool(t, 1<<30)
+	c := testClass
+	for _, tt := range []struct {
+		name string
+		sb   *Sandbox
+	}{
+		{"claimed", &Sandbox{id: "a", class: &c, claimed: true}},
+		{"with a step", &Sandbox{id: "b", class: &c, step: Step{ID: "s-1"}}},
+		{"cold", &Sandbox{id: "c", step: Step{ID: "s-2"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("add(%s sandbox) did not panic", tt.name)
+				}
+			}()
+			p.add(tt.sb)
+		})
+	}
+	if s := p.Status(); s.Ready != 0 {
+		t.Errorf("Status() = %+v after refused adds, want none ready", *s)
+	}
+}
+
+// TestPoolTargets: demand raises a class's target, the budget bounds the
+// sum, and the default class keeps one.
+func TestPoolTargets(t *testing.T) {
+	p, _ := newFakePool(t, 5*110<<20)
+	def := testClass
+	p.def = &def
+	hot := testClass
+	hot.Pids = 64
+	for range 20 {
+		p.Take(hot)
+	}
+	p.mu.Lock()
+	got := p.targetsLocked(p.now())
+	p.mu.Unlock()
+	if got[def] != 1 || got[hot] < 2 || got[def]+got[hot] > 5 {
+		t.Errorf("targets after 20 claims of one class = %v, want the default 1 and the hot class more, at most 5 in all", got)
+	}
+}
+
+// TestPoolMakeFailures: three failed makes in a row make the node
+// degraded, with the reason, until one succeeds.
+func TestPoolMakeFailures(t *testing.T) {
+	p, f := newFakePool(t, 1<<30)
+	def := testClass
+	p.def = &def
+	f.fail = fmt.Errorf("runsc exploded")
+	for range 3 {
+		p.tend(t.Context())
+	}
+	if h := p.Health(); len(h) != 1 {
+		t.Errorf("Health() after 3 failed makes = %q, want one reason", h)
+	}
+	f.fail = nil
+	p.tend(t.Context())
+	if h := p.Health(); len(h) != 0 {
+		t.Errorf("Health() after a make worked = %q, want none", h)
+	}
+	p.Close(t.Context())
+}
+
+// TestPoolCheck: a ready sandbox that fails its host-side check is
+// destroyed (never claimed) and replaced.
+func TestPoolCheck(t *testing.T) {
+	p, f := newFakePool(t, 1<<30)
+	def := testClass
+	p.def = &def
+	p.checked = time.Now() // no check on the first round
+	p.tend(t.Context())
+	p.mu.Lock()
+	sb := p.ready[def][0]
+	p.mu.Unlock()
+	f.mu.Lock()
+	f.broken[sb.id] = fmt.Errorf("pause gone")
+	f.mu.Unlock()
+	p.checked = time.Time{}
+	p.tend(t.Context())
+	if _, destroyed := f.counts(); destroyed != 1 || !f.destroyed[sb.id] {
+		t.Errorf("after a failed check: destroyed %v, want %s", f.destroyed, sb.id)
+	}
+	if got, ok := p.Take(def); !ok || got == sb {
+		t.Errorf("Take after the check = %v, %v; want a new sandbox", got, ok)
+	}
+	p.Close(t.Context())
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rodon-compute/rodon/api"
+	"github.com/rodon-compute/rodon/internal/benchstat"
+)
+
+// The three-way comparison (-stacks): `ctr run --rm` of `true` as the
+// baseline, and `schedctl run -- true` through two single-member stacks
+// (scheduler serve --bootstrap + agentd serve, plaintext on loopback, one
+// containerd), A without a warm pool (cold) and B with one (warm),
+// alternating. For each schedctl sample two numbers: submit to exit
+// record (the exited event's time minus phases.queued, both the leader's
+// clock) and the client's return (schedctl's wall time). A B sample
+// without a sandbox_warm event goes to a "warm-miss" row, never to the
+// warm row.
+
+// stack is one scheduler and one agentd.
+type stack struct {
+	name    string
+	url     string // the scheduler's
+	metrics string // the agent's /metrics
+	procs   []*exec.Cmd
+	logs    []*os.File
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startStack starts a stack named name whose agent has a warm pool of
+// poolMemory ("0": none), its files under dir.
+func startStack(c config, dir, name, poolMemory string) (*stack, error) {
+	var addrs [3]string
+	for i := range addrs {
+		a, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = a
+	}
+	s := &stack{name: name, url: "http://" + addrs[0], metrics: "http://" + addrs[2] + "/metrics"}
+	start := func(what string, args ...string) error {
+		f, err := os.Create(filepath.Join(dir, name+"-"+what+".log"))
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Start(); err != nil {
+			f.Close()
+			return fmt.Errorf("start %s of stack %s: %w", what, name, err)
+		}
+		s.procs, s.logs = append(s.procs, cmd), append(s.logs, f)
+		return nil
+	}
+	if err := start("scheduler", c.scheduler, "serve", "--plaintext", "--bootstrap", "--node-id", "m-"+name,
+		"--data-dir", filepath.Join(dir, name, "scheduler"), "--raft-addr", addrs[1], "--http-addr", addrs[0]); err != nil {
+		return s, err
+	}
+	if err := start("agentd", c.agentd, "serve", "--plaintext", "--scheduler", s.url, "--node-id", name,
+		"--data-dir", filepath.Join(dir, name, "agent"), "--listen", addrs[2], "--containerd", c.address, "--runtime", c.rtm,
+		"--network", "none", "--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--warm-pool-memory", poolMemory); err != nil {
+		return s, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := exec.Command(c.schedctl, "--plaintext", "--addr", s.url, "nodes", "-o", "json").Output()
+		var nodes []api.Node
+		if err == nil && json.Unmarshal(out, &nodes) == nil && len(nodes) == 1 && nodes[0].State == "ready" {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return s, fmt.Errorf("stack %s: node not ready within 60s (%s)", name, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stop ends the agent, then the scheduler, each with SIGTERM (the agent
+// destroys its pool), and waits.
+func (s *stack) stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Minute):
+			p.Process.Kill()
+			<-done
+		}
+		s.logs[i].Close()
+	}
+}
+
+// poolReady reads rodon_agent_pool_sandboxes{state="ready"} of the agent.
+func (s *stack) poolReady() int {
+	resp, err := http.Get(s.metrics)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), `rodon_agent_pool_sandboxes{state="ready"} `); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// waitPool waits until the agent has a ready pooled sandbox.
+func (s *stack) waitPool() error {
+	deadline := time.Now().Add(60 * time.Second)
+	for s.poolReady() < 1 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stack %s: no ready pooled sandbox within 60s", s.name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// runTrue runs `schedctl run --id id -- true` on the stack and returns
+// its sample and whether the step ran in a warm sandbox.
+func (s *stack) runTrue(c config, id string) (sample, bool, error) {
+	start := time.Now()
+	if err := command(c.schedctl, "--plaintext", "--addr", s.url, "run", "--id", id, "--", "true"); err != nil {
+		return sample{}, false, fmt.Errorf("schedctl run on %s: %w", s.name, err)
+	}
+	smp := sample{whole: time.Since(start)}
+	out, err := exec.Command(c.schedctl, "--plaintext", "--addr", s.url, "step", id, "-o", "json").Output()
+	if err != nil {
+		return smp, false, fmt.Errorf("schedctl step %s: %w", id, err)
+	}
+	var st api.Step
+	if err := json.Unmarshal(out, &st); err != nil {
+		return smp, false, fmt.Errorf("schedctl step %s: %w", id, err)
+	}
+	if st.ExitCode == nil || *st.ExitCode != 0 {
+		return smp, false, fmt.Errorf("step %s on %s: %s", id, s.name, out)
+	}
+	warm := false
+	for _, e := range st.Events {
+		switch e.Kind {
+		case api.EventExited:
+			smp.toExit = e.Time.Sub(st.Phases.Queued)
+		case api.EventSandboxWarm:
+			warm = true
+		}
+	}
+	if smp.toExit <= 0 {
+		return smp, warm, fmt.Errorf("step %s: no exited event after queued", id)
+	}
+	return smp, warm, nil
+}
+
+// runStacks is the three-way comparison.
+func runStacks(c config) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := watchExits(ctx, c.address)
+	if err != nil {
+		return fmt.Errorf("subscribe to containerd events: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "steplatency-stacks")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cold, err := startStack(c, dir, "cold", "0")
+	if cold != nil {
+		defer cold.stop()
+	}
+	if err != nil {
+		return err
+	}
+	warm, err := startStack(c, dir, "warm", c.poolMemory)
+	if warm != nil {
+		defer warm.stop()
+	}
+	if err != nil {
+		return err
+	}
+	var ctrS, coldS, warmS, missS []sample
+	for i := -1; i < c.n; i++ { // i == -1 warms up, not counted
+		id := fmt.Sprintf("b%d-%d", os.Getpid(), i+1)
+		b, err := ctrRun(c, w, id+"-c")
+		if err != nil {
+			return err
+		}
+		a, _, err := cold.runTrue(c, id+"-cold")
+		if err != nil {
+			return err
+		}
+		if err := warm.waitPool(); err != nil {
+			return err
+		}
+		m, hit, err := warm.runTrue(c, id+"-warm")
+		if err != nil {
+			return err
+		}
+		if i < 0 {
+			continue
+		}
+		ctrS, coldS = append(ctrS, b), append(coldS, a)
+		if hit {
+			warmS = append(warmS, m)
+		} else {
+			missS = append(missS, m)
+		}
+	}
+	report := renderStacks(c.n, ctrS, coldS, warmS, missS)
+	fmt.Print(report)
+	if c.out != "" {
+		if err := os.WriteFile(c.out, []byte(report), 0o644); err != nil {
+			return err
+		}
+	}
+	toExit := func(s sample) time.Duration { return s.toExit }
+	if c.maxWarmP50 > 0 && (len(warmS) == 0 || benchstat.Quantile(col(warmS, toExit), .5) > c.maxWarmP50) {
+		return fmt.Errorf("warm submit to exit record: p50 over the limit of %v (or no warm sample)", c.maxWarmP50)
+	}
+	return nil
+}
+
+// ctrRun is one `ctr run --rm` of `true`: create to exit event, whole.
+func ctrRun(c config, w *exitWatch, id string) (sample, error) {
+	start := time.Now()
+	err := command(c.ctr, "--address", c.address, "-n", "rodon", "run", "--rm", "--runtime", c.rtm,
+		"--annotation", "io.kubernetes.cri.container-type=sandbox", c.image, id, "true")
+	b := sample{whole: time.Since(start)}
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 128) { // gVisor's fast-exit race: see run
+		return b, fmt.Errorf("ctr run: %w", err)
+	}
+	exitAt, ok := w.at(id + "/" + id)
+	if !ok {
+		return b, fmt.Errorf("no exit event for ctr's container %s", id)
+	}
+	b.toExit = exitAt.Sub(start)
+	return b, nil
+}
+
+func renderStacks(n int, ctrS, coldS, warmS, missS []sample) string {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "### Step latency, `true` in base: `ctr run --rm`, cold and warm `schedctl run` (%s, host %s, n=%d each, alternating)\n\n",
+		time.Now().UTC().Format(time.RFC3339), host, n)
+	fmt.Fprintf(&b, "| path | samples | to exit record p50 | p99 | client return p50 | p99 |\n|---|---|---|---|---|---|\n")
+	for _, r := range []struct {
+		name string
+		s    []sample
+	}{
+		{"`ctr run --rm` (create to exit event; whole command)", ctrS},
+		{"cold `schedctl run -- true` (submit to exit record; client)", coldS},
+		{"warm `schedctl run -- true`", warmS},
+		{"warm-miss (no `sandbox_warm` event)", missS},
+	} {
+		if len(r.s) == 0 {
+			fmt.Fprintf(&b, "| %s | 0 | | | | |\n", r.name)
+			continue
+		}
+		e, w := col(r.s, func(s sample) time.Duration { return s.toExit }), col(r.s, func(s sample) time.Duration { return s.whole })
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", r.name, len(r.s),
+			benchstat.MS(benchstat.Quantile(e, .5)), benchstat.MS(benchstat.Quantile(e, .99)),
+			benchstat.MS(benchstat.Quantile(w, .5)), benchstat.MS(benchstat.Quantile(w, .99)))
+	}
+	fmt.Fprintf(&b, "\nGoals (issue 14): warm p50 <= 60 ms and p99 <= 150 ms, cold p50 <= 250 ms, submit to exit record. Both stacks run with `--network none`.\n")
+	return b.String()
+}
