@@ -51,6 +51,8 @@ type config struct {
 	scheduler, schedctl string
 	poolMemory          string
 	maxWarmP50          time.Duration
+	burst               int
+	stackMemory         string
 }
 
 func main() {
@@ -63,6 +65,8 @@ func main() {
 	flag.StringVar(&c.rtm, "runtime", "io.containerd.rodon.v1", "containerd runtime")
 	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
 	flag.Float64Var(&c.maxRatio, "max-ratio", 0, "fail if agentd's median create-to-exit-record latency exceeds this multiple of ctr's (0: report only)")
+	flag.StringVar(&c.stackMemory, "stack-memory", "4g", "with -stacks: each stack's agentd serve --memory (the warm pool's budget is taken from it)")
+	flag.IntVar(&c.burst, "burst", 0, "with -stacks: then submit this many steps at once to the warm stack, twice (the first teaches the pool), and report the second (0: no burst)")
 	flag.BoolVar(&c.stacks, "stacks", false, "compare ctr run --rm with cold and warm schedctl run through two scheduler+agentd stacks (stacks.go)")
 	flag.StringVar(&c.scheduler, "scheduler", "bin/scheduler", "scheduler binary (-stacks)")
 	flag.StringVar(&c.schedctl, "schedctl", "bin/schedctl", "schedctl binary (-stacks)")

@@ -81,7 +81,7 @@ func startStack(c config, dir, name, poolMemory string) (*stack, error) {
 	}
 	if err := start("agentd", c.agentd, "serve", "--plaintext", "--scheduler", s.url, "--node-id", name,
 		"--data-dir", filepath.Join(dir, name, "agent"), "--listen", addrs[2], "--containerd", c.address, "--runtime", c.rtm,
-		"--network", "none", "--heartbeat", "500ms", "--cpu", "2", "--memory", "4g", "--warm-pool-memory", poolMemory); err != nil {
+		"--network", "none", "--heartbeat", "500ms", "--cpu", "2", "--memory", c.stackMemory, "--warm-pool-memory", poolMemory); err != nil {
 		return s, err
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -235,11 +235,26 @@ func runStacks(c config) error {
 		}
 	}
 	report := renderStacks(c.n, ctrS, coldS, warmS, missS)
+	var burstErr error
+	if c.burst > 0 {
+		r, err := runBurst(ctx, c, warm)
+		if err != nil {
+			burstErr = fmt.Errorf("burst: %w", err)
+		} else {
+			report += renderBurst(r, c.poolMemory)
+			if r.failed > 0 {
+				burstErr = fmt.Errorf("burst: %d of %d steps failed", r.failed, r.n)
+			}
+		}
+	}
 	fmt.Print(report)
 	if c.out != "" {
 		if err := os.WriteFile(c.out, []byte(report), 0o644); err != nil {
 			return err
 		}
+	}
+	if burstErr != nil {
+		return burstErr
 	}
 	toExit := func(s sample) time.Duration { return s.toExit }
 	if c.maxWarmP50 > 0 && (len(warmS) == 0 || benchstat.Quantile(col(warmS, toExit), .5) > c.maxWarmP50) {
