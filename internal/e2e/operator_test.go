@@ -50,9 +50,17 @@ func TestCancelWaitOrder(t *testing.T) {
 		Args: []string{"sh", "-c", "trap '' TERM; echo up; sleep 1000"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the step to run", func() bool {
+	// Its output, not only its running state: "up" is echoed after the
+	// trap is set, and a cancel before that ends sh by SIGTERM (143).
+	// Since reports are batched, running is often recorded before sh has
+	// read its script.
+	waitFor(t, 60*time.Second, "the step to run and print", func() bool {
 		s, err := c.Step(ctx, "stubborn")
-		return err == nil && s.State == "running"
+		if err != nil || s.State != "running" {
+			return false
+		}
+		code, out, _ := schedctl(t, f, "logs", "stubborn")
+		return code == 0 && strings.Contains(out, "up")
 	})
 	cmd := exec.Command(bin+"/schedctl", "cancel", "stubborn", "--wait", "60s")
 	cmd.Env = append(os.Environ(), f.schedctlEnv()...)
