@@ -148,6 +148,19 @@ func (r *stepRun) run(ctx context.Context) {
 		rec = r.failedRecord(fmt.Errorf("wait for the step: %w", err))
 		rec.TerminatedBy = cluster.ByPlatform
 	}
+	if why, _ := r.stopped(); why == "" && (st.Workspace == "" || st.WorkspaceReadOnly) {
+		// Nothing comes back from this sandbox, so the exit containerd
+		// reported is the step's whole result: it is reported at once,
+		// and the sandbox is stopped and destroyed after it (cleaned_up
+		// says when). A cancelled step keeps the order below: its cancel
+		// is confirmed only once the whole sandbox is gone.
+		r.record(ctx, lg, rec)
+		if err := sb.Quiesce(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("stop sandbox after the step", "error", err)
+		}
+		r.cleanup(ctx, sb)
+		return
+	}
 	// Nothing of the sandbox runs from here: what the workspace holds is
 	// final, and the exit (and a cancel's confirmation) is reported only
 	// after it was read back.
@@ -293,6 +306,13 @@ func (r *stepRun) wait(ctx context.Context, sb *Sandbox) (cluster.ExitRecord, er
 // scheduler abandoned the attempt), confirms a cancel, and destroys the
 // sandbox.
 func (r *stepRun) finish(ctx context.Context, lg *logstore.Log, sb *Sandbox, rec cluster.ExitRecord) {
+	r.record(ctx, lg, rec)
+	r.cleanup(ctx, sb)
+}
+
+// record records the exit in the output log and reports it (unless the
+// scheduler abandoned the attempt), with a cancel's confirmation.
+func (r *stepRun) record(ctx context.Context, lg *logstore.Log, rec cluster.ExitRecord) {
 	why, abandoned := r.stopped()
 	if lg != nil {
 		// The output held back (the tail past the output cap) goes into
@@ -322,6 +342,12 @@ func (r *stepRun) finish(ctx context.Context, lg *logstore.Log, sb *Sandbox, rec
 			})
 		}
 	}
+}
+
+// cleanup destroys the sandbox (sb may be nil) and the attempt's trees,
+// and reports the cleaned_up phase.
+func (r *stepRun) cleanup(ctx context.Context, sb *Sandbox) {
+	_, abandoned := r.stopped()
 	// The attempt's trees go once the exit is reported, after the
 	// sandbox that mounts them.
 	defer r.removeTrees()

@@ -48,6 +48,7 @@ type config struct {
 	maxRatio            float64
 	// The three-way comparison (stacks.go).
 	stacks              bool
+	keep                bool
 	scheduler, schedctl string
 	poolMemory          string
 	maxWarmP50          time.Duration
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&c.schedctl, "schedctl", "bin/schedctl", "schedctl binary (-stacks)")
 	flag.StringVar(&c.poolMemory, "warm-pool-memory", "1g", "the warm stack's agentd serve --warm-pool-memory (-stacks)")
 	flag.DurationVar(&c.maxWarmP50, "max-warm-p50", 0, "fail if the warm p50 from submit to exit record exceeds this (-stacks; 0: report only)")
+	flag.BoolVar(&c.keep, "keep", false, "with -stacks: keep the stacks' data and logs (their directory is printed)")
 	flag.Parse()
 	run := run
 	if c.stacks {
@@ -136,6 +138,8 @@ func (w *exitWatch) at(key string) (time.Time, bool) {
 
 type sample struct {
 	toExit, whole time.Duration
+	// stages split toExit (-stacks only; see runTrue).
+	stages [6]time.Duration
 }
 
 func run(c config) error {

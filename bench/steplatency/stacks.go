@@ -165,12 +165,26 @@ func (s *stack) runTrue(c config, id string) (sample, bool, error) {
 		return smp, false, fmt.Errorf("step %s on %s: %s", id, s.name, out)
 	}
 	warm := false
+	var starting, exitEv time.Time
 	for _, e := range st.Events {
 		switch e.Kind {
 		case api.EventExited:
 			smp.toExit = e.Time.Sub(st.Phases.Queued)
+			exitEv = e.Time
+		case api.EventStarting:
+			starting = e.Time
 		case api.EventSandboxWarm:
 			warm = true
+		}
+	}
+	// The stages, each from the previous mark (leader and agent share
+	// this host's clock): placed, the starting report's commit, the
+	// sandbox ready (created), the process started, its exit on the node,
+	// the exit's commit.
+	marks := []time.Time{st.Phases.Queued, st.Phases.Placed, starting, st.Phases.Created, st.Phases.Started, st.Phases.Exited, exitEv}
+	for i := 1; i < len(marks); i++ {
+		if !marks[i].IsZero() && !marks[i-1].IsZero() {
+			smp.stages[i-1] = marks[i].Sub(marks[i-1])
 		}
 	}
 	if smp.toExit <= 0 {
@@ -191,7 +205,11 @@ func runStacks(c config) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if c.keep {
+		fmt.Fprintf(os.Stderr, "stacks' files (kept): %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	cold, err := startStack(c, dir, "cold", "0")
 	if cold != nil {
 		defer cold.stop()
@@ -304,6 +322,20 @@ func renderStacks(n int, ctrS, coldS, warmS, missS []sample) string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", r.name, len(r.s),
 			benchstat.MS(benchstat.Quantile(e, .5)), benchstat.MS(benchstat.Quantile(e, .99)),
 			benchstat.MS(benchstat.Quantile(w, .5)), benchstat.MS(benchstat.Quantile(w, .99)))
+	}
+	fmt.Fprintf(&b, "\nWhere the time goes (p50 of each stage, from the previous mark; leader and agent share one clock):\n\n| path | queued to placed | to starting committed | to sandbox ready | to process started | to exit on node | to exit committed |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range []struct {
+		name string
+		s    []sample
+	}{{"cold", coldS}, {"warm", warmS}} {
+		if len(r.s) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s |", r.name)
+		for i := range len(r.s[0].stages) {
+			fmt.Fprintf(&b, " %s |", benchstat.MS(benchstat.Quantile(col(r.s, func(s sample) time.Duration { return s.stages[i] }), .5)))
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "\nGoals (issue 14): warm p50 <= 60 ms and p99 <= 150 ms, cold p50 <= 250 ms, submit to exit record. Both stacks run with `--network none`.\n")
 	return b.String()
