@@ -312,6 +312,31 @@ func TestLimits(t *testing.T) {
 			t.Errorf("step ended %v after its deadline, want within 1s", late)
 		}
 	})
+	t.Run("cpu", func(t *testing.T) {
+		// A cold sandbox boots without the step's CPU quota and gets it
+		// before the step starts: a busy loop of 2 s under a quota of 0.2
+		// CPU may use about 0.4 s of CPU, whatever the boot used.
+		st := newStep(t, "timeout", "2", "sh", "-c", "while :; do :; done")
+		st.Limits = oci.Limits{CPU: 0.2}
+		sb, err := rt.Create(t.Context(), st)
+		if err != nil {
+			t.Fatalf("Create() = %v", err)
+		}
+		defer sb.Destroy(context.WithoutCancel(t.Context()))
+		if r := sb.checkLimits(sb.step.Limits); len(r) > 0 {
+			t.Errorf("limits of a cold sandbox before its step: %v", r)
+		}
+		before := cpuUsage(t, sb.cgroupPath())
+		var out, errOut bytes.Buffer
+		rec, err := rt.runIn(t.Context(), sb, sb.step, &out, &errOut)
+		used := cpuUsage(t, sb.cgroupPath()) - before
+		if err != nil || rec.ExitCode != 124 {
+			t.Fatalf("busy loop: record %+v, %v (stderr %q), want exit 124 from timeout", rec, err, errOut.String())
+		}
+		if wall := rec.Phases.Exited.Sub(rec.Phases.Started); used > time.Duration(float64(wall)*0.2*1.5) {
+			t.Errorf("busy loop under 0.2 CPU used %v of CPU in %v, want at most 0.3 of it", used, wall)
+		}
+	})
 	t.Run("still works", func(t *testing.T) {
 		rec, out, _ := runStep(t, rt, newStep(t, "echo", "ok"))
 		if rec.ExitCode != 0 || out != "ok\n" {
@@ -350,4 +375,32 @@ func TestProbe(t *testing.T) {
 	if h := rt.Probe(t.Context(), "rodon.local/nope:latest"); h.State != cluster.NodeDegraded || len(h.Reasons) == 0 {
 		t.Errorf("Probe(missing image) = %+v, want degraded with a reason", h)
 	}
+}
+
+// cpuUsage reads the CPU time used by the processes of the sandbox cgroup
+// cg so far (cgroup v1 cpuacct.usage or v2 cpu.stat usage_usec).
+func cpuUsage(t *testing.T, cg string) time.Duration {
+	t.Helper()
+	if b, err := os.ReadFile(filepath.Join(cgroupRoot, "cpuacct", cg, "cpuacct.usage")); err == nil {
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatalf("cpuacct.usage of %s: %v", cg, err)
+		}
+		return time.Duration(n)
+	}
+	b, err := os.ReadFile(filepath.Join(cgroupRoot, cg, "cpu.stat"))
+	if err != nil {
+		t.Fatalf("CPU usage of sandbox cgroup %s: %v", cg, err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("cpu.stat of %s: %v", cg, err)
+			}
+			return time.Duration(n) * time.Microsecond
+		}
+	}
+	t.Fatalf("cpu.stat of %s has no usage_usec", cg)
+	return 0
 }
