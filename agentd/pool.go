@@ -29,6 +29,10 @@ type PoolConfig struct {
 	// DefaultImage is the image of the node's default class, of which
 	// one sandbox is kept ready whatever the demand (the probe's image).
 	DefaultImage string
+	// MinReady is how many sandboxes of the default class are kept
+	// ready whatever the demand (--warm-pool-min; at least 1), within
+	// the budget: the floor for bursts larger than the demand seen.
+	MinReady int
 }
 
 // DefaultPoolConfig returns the defaults of `agentd serve`: the pool is
@@ -153,6 +157,8 @@ func newPool(cfg PoolConfig, rt poolRuntime, metrics *Metrics, logger *slog.Logg
 		return nil, fmt.Errorf("warm pool: %d classes: want at least 1", cfg.MaxClasses)
 	case cfg.MaxAge <= 0:
 		return nil, fmt.Errorf("warm pool: max age %v: must be positive", cfg.MaxAge)
+	case cfg.MinReady < 0:
+		return nil, fmt.Errorf("warm pool: minimum of %d ready sandboxes: must not be negative", cfg.MinReady)
 	}
 	if metrics == nil {
 		metrics = NewMetrics()
@@ -266,7 +272,8 @@ func (d *classDemand) peak(now time.Time) int {
 
 // targetsLocked returns how many sandboxes of each class the pool keeps:
 // per class max(min, ceil(2·rate·R), peak), where R is the p95 time to
-// make one and min is 1 for the default class and 0 for others; a class
+// make one and min is max(1, MinReady) for the default class and 0 for
+// others; a class
 // nobody asked for in peakWindow gets none. Within the budget of
 // floor(budget/cost) sandboxes (those being destroyed count), classes
 // are served by rate, the default class first.
@@ -286,10 +293,11 @@ func (p *Pool) targetsLocked(now time.Time) map[poolClass]int {
 		wants = append(wants, want{c, n, d.rateAt(now)})
 	}
 	if p.def != nil {
+		floor := max(1, p.cfg.MinReady)
 		if i := slices.IndexFunc(wants, func(w want) bool { return w.c == *p.def }); i >= 0 {
-			wants[i].n, wants[i].rate = max(wants[i].n, 1), math.Inf(1)
+			wants[i].n, wants[i].rate = max(wants[i].n, floor), math.Inf(1)
 		} else {
-			wants = append(wants, want{*p.def, 1, math.Inf(1)})
+			wants = append(wants, want{*p.def, floor, math.Inf(1)})
 		}
 	}
 	sort.Slice(wants, func(i, j int) bool { return wants[i].rate > wants[j].rate })

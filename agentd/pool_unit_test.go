@@ -3,6 +3,7 @@ package agentd
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,6 +160,30 @@ func TestPoolTargets(t *testing.T) {
 	p.mu.Unlock()
 	if got[def] != 1 || got[hot] < 2 || got[def]+got[hot] > 5 {
 		t.Errorf("targets after 20 claims of one class = %v, want the default 1 and the hot class more, at most 5 in all", got)
+	}
+}
+
+// TestPoolMinReady: --warm-pool-min keeps that many of the default class
+// before any demand, and the budget still bounds it.
+func TestPoolMinReady(t *testing.T) {
+	for _, tc := range []struct {
+		min, budgetSandboxes, want int
+	}{{0, 5, 1}, {3, 5, 3}, {8, 5, 5}} {
+		p, _ := newFakePool(t, int64(tc.budgetSandboxes)*110<<20)
+		p.cfg.MinReady = tc.min
+		def := testClass
+		p.def = &def
+		p.mu.Lock()
+		got := p.targetsLocked(p.now())
+		p.mu.Unlock()
+		if got[def] != tc.want || len(got) != 1 {
+			t.Errorf("min %d, budget of %d sandboxes: targets %v, want %d of the default class", tc.min, tc.budgetSandboxes, got, tc.want)
+		}
+	}
+	cfg := DefaultPoolConfig()
+	cfg.MemoryBudget, cfg.MinReady = 1<<30, -1
+	if _, err := newPool(cfg, &fakePoolRuntime{}, nil, testenv.Logger(t)); err == nil || !strings.Contains(err.Error(), "minimum of -1") {
+		t.Errorf("newPool(MinReady -1) = %v, want the minimum named", err)
 	}
 }
 

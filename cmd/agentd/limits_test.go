@@ -104,12 +104,13 @@ func TestServePoolFlags(t *testing.T) {
 	if err != nil || c.Pool.MemoryBudget != 0 || c.Agent.Capacity.MemoryBytes != 8<<30 {
 		t.Errorf("serve (defaults): pool %+v, memory %d, %v; want the pool off and all 8g offered", c.Pool, c.Agent.Capacity.MemoryBytes, err)
 	}
-	c, err = serve("--warm-pool-memory", "1g", "--warm-pool-classes", "3", "--warm-pool-max-age", "5m")
-	if err != nil || c.Pool.MemoryBudget != 1<<30 || c.Pool.MaxClasses != 3 || c.Pool.MaxAge != 5*time.Minute || c.Agent.Capacity.MemoryBytes != 7<<30 {
+	c, err = serve("--warm-pool-memory", "1g", "--warm-pool-classes", "3", "--warm-pool-max-age", "5m", "--warm-pool-min", "4")
+	if err != nil || c.Pool.MemoryBudget != 1<<30 || c.Pool.MaxClasses != 3 || c.Pool.MaxAge != 5*time.Minute || c.Pool.MinReady != 4 || c.Agent.Capacity.MemoryBytes != 7<<30 {
 		t.Errorf("serve with a 1g pool: pool %+v, memory %d, %v; want it and 7g offered", c.Pool, c.Agent.Capacity.MemoryBytes, err)
 	}
 	for _, tt := range []struct{ flag, value string }{
 		{"--warm-pool-memory", "9g"}, {"--warm-pool-classes", "0"}, {"--warm-pool-max-age", "0s"},
+		{"--warm-pool-min", "-1"}, {"--warm-pool-min", "3"}, // the second without a pool
 	} {
 		if _, err := serve(tt.flag, tt.value); err == nil || !strings.Contains(err.Error(), tt.flag+" ") {
 			t.Errorf("serve %s %s = %v, want a usage error naming the flag", tt.flag, tt.value, err)

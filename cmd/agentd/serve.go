@@ -43,6 +43,7 @@ type serveFlags struct {
 	poolMemory  sizeFlag
 	poolClasses int
 	poolMaxAge  time.Duration
+	poolMin     int
 }
 
 func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -119,7 +120,11 @@ func (f *serveFlags) serverConfig(cfg agentd.AgentConfig, urls []string, src *pk
 	if f.poolMaxAge <= 0 {
 		return c, fmt.Errorf("%w: --warm-pool-max-age %v: must be positive", cli.ErrUsage, f.poolMaxAge)
 	}
+	if f.poolMin < 0 || f.poolMin > 0 && f.poolMemory == 0 {
+		return c, fmt.Errorf("%w: --warm-pool-min %d: want 0 or more, with a --warm-pool-memory to hold them", cli.ErrUsage, f.poolMin)
+	}
 	c.Pool.MemoryBudget, c.Pool.MaxClasses, c.Pool.MaxAge = int64(f.poolMemory), f.poolClasses, f.poolMaxAge
+	c.Pool.MinReady = f.poolMin
 	c.Pool.DefaultImage = c.Agent.ProbeImage
 	// What the pool may take is not offered to steps.
 	c.Agent.Capacity.MemoryBytes -= c.Pool.MemoryBudget
@@ -151,6 +156,7 @@ func registerServeFlags(fs *flag.FlagSet, f *serveFlags) {
 	fs.Var(&f.poolMemory, "warm-pool-memory", "`SIZE` of memory the warm pool of sandboxes made ahead of steps may use, taken from the memory offered to steps (0: no pool)")
 	fs.IntVar(&f.poolClasses, "warm-pool-classes", pd.MaxClasses, "most classes (image, network, workspace size, pids) the warm pool keeps sandboxes of")
 	fs.DurationVar(&f.poolMaxAge, "warm-pool-max-age", pd.MaxAge, "how long a pooled sandbox waits for a step before it is replaced")
+	fs.IntVar(&f.poolMin, "warm-pool-min", pd.MinReady, "sandboxes of the node's default class the warm pool keeps ready whatever the demand it saw, within its memory (for bursts larger than the pool has learnt)")
 	f.tls.Register(fs)
 }
 
