@@ -184,6 +184,12 @@ func (r *Runtime) prepare(ctx context.Context, id string, tmpl Step, labels map[
 	if err := os.Mkdir(sb.ctlDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create control dir: %w", err)
 	}
+	if labels[LabelStep] != "" {
+		// A cold sandbox's pause watches for its step's end from the start.
+		if err := sb.markStep(); err != nil {
+			return nil, err
+		}
+	}
 
 	opts := []oci.SpecOpt{
 		oci.WithPodSandbox(),
@@ -276,6 +282,9 @@ func (r *Runtime) bind(ctx context.Context, sb *Sandbox, st Step) error {
 	if sb.class != nil {
 		if _, err := sb.container.SetLabels(ctx, stepLabels(st)); err != nil {
 			return fmt.Errorf("label sandbox %s for step %s: %w", sb.id, st.ID, err)
+		}
+		if err := sb.markStep(); err != nil {
+			return err
 		}
 	}
 	if st.Limits != sb.boot {
@@ -496,6 +505,16 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// markStep tells the sandbox's pause that it has a step (the file "step"
+// in its control directory): it then watches for the step's end more
+// often than an idle pooled sandbox's pause does (cmd/rodon-pause).
+func (s *Sandbox) markStep() error {
+	if err := os.WriteFile(filepath.Join(s.ctlDir, "step"), nil, 0o644); err != nil {
+		return fmt.Errorf("tell the pause of sandbox %s it has a step: %w", s.id, err)
+	}
+	return nil
 }
 
 // stopPod ends the pod and waits until containerd reports its pause gone:

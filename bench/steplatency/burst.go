@@ -61,8 +61,8 @@ func oneBurst(ctx context.Context, c config, cl *client.Client, name string) (bu
 	for i := range c.burst {
 		id := fmt.Sprintf("burst-%s-%d-%d", name, os.Getpid(), i)
 		wg.Go(func() {
-			// 0.01 CPU and 32 MiB: a hundred fit the node's 2 cores.
-			req := api.StepRequest{ID: id, Image: "base", Args: []string{"true"}, CPU: 0.01, MemoryBytes: 32 << 20}
+			// 32 MiB and -burst-cpu each: a hundred fit the node.
+			req := api.StepRequest{ID: id, Image: "base", Args: []string{"true"}, CPU: c.burstCPU, MemoryBytes: 32 << 20}
 			if _, err := cl.SubmitStep(ctx, req); err != nil {
 				errs[i] = err
 				return
@@ -116,10 +116,10 @@ func waitEnd(ctx context.Context, cl *client.Client, id string) (api.Step, error
 	}
 }
 
-func renderBurst(r burstResult, poolMemory string) string {
+func renderBurst(r burstResult, c config) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nBurst: %d steps (`true`, 0.01 CPU, 32 MiB) submitted at once through the scheduler's client to the warm stack's one node (`--warm-pool-memory %s`), "+
-		"after a first burst of the same size that taught the pool the demand; %d sandboxes were ready when it started. Submit to exit record as above.\n\n", r.n, poolMemory, r.readyBefore)
+	fmt.Fprintf(&b, "\nBurst: %d steps (`true`, %g CPU, 32 MiB) submitted at once through the scheduler's client to the warm stack's one node (`--cpu %s --warm-pool-memory %s --warm-pool-min %d`), "+
+		"after a first burst of the same size that taught the pool the demand; %d sandboxes were ready when it started. Submit to exit record as above.\n\n", r.n, c.burstCPU, c.stackCPU, c.poolMemory, c.poolMin, r.readyBefore)
 	fmt.Fprintf(&b, "| burst | value |\n|---|---|\n| submit to exit record p50 | %s |\n| **p99** | **%s** |\n| failed | %d |\n| pool hits | %d of %d |\n| all ended after | %s |\n",
 		benchstat.MS(benchstat.Quantile(r.toExit, .5)), benchstat.MS(benchstat.Quantile(r.toExit, .99)), r.failed, r.hits, r.n, benchstat.MS(r.wall))
 	return b.String()

@@ -54,6 +54,9 @@ type config struct {
 	maxWarmP50          time.Duration
 	burst               int
 	stackMemory         string
+	stackCPU            string
+	burstCPU            float64
+	poolMin             int
 }
 
 func main() {
@@ -73,6 +76,9 @@ func main() {
 	flag.StringVar(&c.schedctl, "schedctl", "bin/schedctl", "schedctl binary (-stacks)")
 	flag.StringVar(&c.poolMemory, "warm-pool-memory", "1g", "the warm stack's agentd serve --warm-pool-memory (-stacks)")
 	flag.DurationVar(&c.maxWarmP50, "max-warm-p50", 0, "fail if the warm p50 from submit to exit record exceeds this (-stacks; 0: report only)")
+	flag.StringVar(&c.stackCPU, "stack-cpu", "2", "with -stacks: each stack's agentd serve --cpu (CPUs offered to steps; more than the host's cores overcommits them)")
+	flag.Float64Var(&c.burstCPU, "burst-cpu", 0.01, "with -burst: the CPU each burst step asks for (its quota)")
+	flag.IntVar(&c.poolMin, "warm-pool-min", 0, "with -stacks: the warm stack's agentd serve --warm-pool-min")
 	flag.BoolVar(&c.keep, "keep", false, "with -stacks: keep the stacks' data and logs (their directory is printed)")
 	flag.Parse()
 	run := run

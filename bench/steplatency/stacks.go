@@ -51,7 +51,7 @@ func freePort() (string, error) {
 
 // startStack starts a stack named name whose agent has a warm pool of
 // poolMemory ("0": none), its files under dir.
-func startStack(c config, dir, name, poolMemory string) (*stack, error) {
+func startStack(c config, dir, name, poolMemory string, poolMin int) (*stack, error) {
 	var addrs [3]string
 	for i := range addrs {
 		a, err := freePort()
@@ -81,7 +81,8 @@ func startStack(c config, dir, name, poolMemory string) (*stack, error) {
 	}
 	if err := start("agentd", c.agentd, "serve", "--plaintext", "--scheduler", s.url, "--node-id", name,
 		"--data-dir", filepath.Join(dir, name, "agent"), "--listen", addrs[2], "--containerd", c.address, "--runtime", c.rtm,
-		"--network", "none", "--heartbeat", "500ms", "--cpu", "2", "--memory", c.stackMemory, "--warm-pool-memory", poolMemory); err != nil {
+		"--network", "none", "--heartbeat", "500ms", "--cpu", c.stackCPU, "--memory", c.stackMemory, "--warm-pool-memory", poolMemory,
+		"--warm-pool-min", strconv.Itoa(poolMin)); err != nil {
 		return s, err
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -210,14 +211,14 @@ func runStacks(c config) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	cold, err := startStack(c, dir, "cold", "0")
+	cold, err := startStack(c, dir, "cold", "0", 0)
 	if cold != nil {
 		defer cold.stop()
 	}
 	if err != nil {
 		return err
 	}
-	warm, err := startStack(c, dir, "warm", c.poolMemory)
+	warm, err := startStack(c, dir, "warm", c.poolMemory, c.poolMin)
 	if warm != nil {
 		defer warm.stop()
 	}
@@ -259,7 +260,7 @@ func runStacks(c config) error {
 		if err != nil {
 			burstErr = fmt.Errorf("burst: %w", err)
 		} else {
-			report += renderBurst(r, c.poolMemory)
+			report += renderBurst(r, c)
 			if r.failed > 0 {
 				burstErr = fmt.Errorf("burst: %d of %d steps failed", r.failed, r.n)
 			}
