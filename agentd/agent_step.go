@@ -41,6 +41,10 @@ type stepRun struct {
 	secrets   map[string]string
 	secretEnv []string
 
+	// reporting are reports sent beside the step's start (the
+	// sandbox_warm event); run waits for them before the running report.
+	reporting sync.WaitGroup
+
 	mu        sync.Mutex
 	sb        *Sandbox      // once created
 	stop      chan struct{} // closed by cancel or abandon
@@ -105,7 +109,8 @@ func (r *stepRun) run(ctx context.Context) {
 	r.mu.Lock()
 	r.sb = sb
 	r.mu.Unlock()
-	r.phase(ctx, "", cluster.Phases{Created: sb.phases.Created})
+	// The created time goes with the running report (or the exit record
+	// if the start fails): one commit fewer before the step runs.
 	// The mask's call site (secrets.go, maskOutput): every byte of the
 	// step's output goes through it before the log has it.
 	values := r.secretValues()
@@ -121,7 +126,9 @@ func (r *stepRun) run(ctx context.Context) {
 			}
 		}
 	}
-	if err := sb.Start(ctx, stdout, stderr); err != nil {
+	err = sb.Start(ctx, stdout, stderr)
+	r.reporting.Wait()
+	if err != nil {
 		flushMasks()
 		rec := r.failedRecord(err)
 		rec.Phases.Created = sb.phases.Created
@@ -133,7 +140,7 @@ func (r *stepRun) run(ctx context.Context) {
 	// for the mask only.
 	clear(r.secretEnv)
 	r.secretEnv = nil
-	r.phase(ctx, cluster.StateRunning, cluster.Phases{Started: sb.phases.Started})
+	r.phase(ctx, cluster.StateRunning, cluster.Phases{Created: sb.phases.Created, Started: sb.phases.Started})
 	stopWatch := r.watchDenied(ctx, lg, sb)
 	rec, err := r.wait(ctx, sb)
 	stopWatch()

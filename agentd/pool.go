@@ -114,6 +114,10 @@ type Pool struct {
 	failReason   string
 	limitsFailed bool
 	closed       bool
+	// diskBound says the last make was refused for the node's disk, and
+	// until when the pool makes nothing (also after Shed).
+	diskBound      bool
+	diskBoundUntil time.Time
 	// checked is when the ready sandboxes were last checked; lastTake
 	// when a step last asked for one.
 	checked, lastTake time.Time
@@ -351,6 +355,44 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 }
 
+// diskBoundRetry is how long the pool waits before it tries again to
+// make a sandbox the node's disk refused.
+const diskBoundRetry = 10 * time.Second
+
+// Shed destroys one ready sandbox, the oldest of the least wanted class,
+// so that what it reserved (its workspace's disk) goes to a step the node
+// refused for want of it. It reports whether there was one.
+func (p *Pool) Shed(ctx context.Context) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	targets := p.targetsLocked(p.now())
+	var victim *poolClass
+	for c, q := range p.ready {
+		if len(q) > 0 && (victim == nil || targets[c] < targets[*victim]) {
+			victim = &c
+		}
+	}
+	if victim == nil {
+		p.mu.Unlock()
+		return false
+	}
+	q := p.ready[*victim]
+	sb := q[0]
+	if p.ready[*victim] = q[1:]; len(p.ready[*victim]) == 0 {
+		delete(p.ready, *victim)
+	}
+	p.destroying++
+	p.diskBoundUntil = p.now().Add(diskBoundRetry) // the step has the disk first
+	p.gaugesLocked()
+	p.mu.Unlock()
+	p.logger.Info("a step needs the disk a pooled sandbox reserved; destroying the sandbox", "sandbox", sb.id)
+	p.metrics.pool.discarded.WithLabelValues("disk").Inc()
+	p.destroy(ctx, sb)
+	return true
+}
+
 // quietAfterTake is how long the pool makes nothing after a step asked it
 // for a sandbox: on a 2-vCPU node the claimed step's exec, or the cold
 // create of a miss, goes first.
@@ -396,7 +438,10 @@ func (p *Pool) tend(ctx context.Context) time.Duration {
 		}
 	}
 	var quiet time.Duration
-	if short != nil && now.Sub(p.lastTake) < quietAfterTake {
+	switch {
+	case short != nil && now.Before(p.diskBoundUntil):
+		short, quiet = nil, p.diskBoundUntil.Sub(now)
+	case short != nil && now.Sub(p.lastTake) < quietAfterTake:
 		short, quiet = nil, quietAfterTake-now.Sub(p.lastTake)
 	}
 	if short != nil {
@@ -430,6 +475,19 @@ func (p *Pool) tend(ctx context.Context) time.Duration {
 	took := p.now().Sub(start)
 	p.mu.Lock()
 	p.creating--
+	if errors.Is(err, ErrLowDisk) {
+		// The node's disk bounds the pool (each sandbox reserves its
+		// workspace size): not a failure of the node, which still takes
+		// steps. The pool stays at that size until a sandbox leaves.
+		first := !p.diskBound
+		p.diskBound, p.diskBoundUntil = true, p.now().Add(diskBoundRetry)
+		p.gaugesLocked()
+		p.mu.Unlock()
+		if first {
+			p.logger.Info("the warm pool stays at its size: the node's disk takes no more", "class", short.key(), "reason", err)
+		}
+		return diskBoundRetry
+	}
 	if err != nil {
 		p.failLocked(fmt.Sprintf("make a sandbox of class %s: %v", short.key(), err), false)
 		p.gaugesLocked()
@@ -439,7 +497,7 @@ func (p *Pool) tend(ctx context.Context) time.Duration {
 		}
 		return time.Second
 	}
-	p.failures, p.failReason = 0, ""
+	p.failures, p.failReason, p.diskBound = 0, "", false
 	p.makeTimes = append(p.makeTimes, took)
 	if len(p.makeTimes) > 20 {
 		p.makeTimes = p.makeTimes[1:]

@@ -209,7 +209,15 @@ func (p *Pool) claim(ctx context.Context, rt *Runtime, st Step) *Sandbox {
 func (r *stepRun) sandboxFor(ctx context.Context, st Step, lg *logstore.Log) (*Sandbox, error) {
 	sb := r.a.pool.claim(ctx, r.a.rt, st)
 	if sb == nil {
-		return r.a.rt.Create(ctx, st)
+		for {
+			sb, err := r.a.rt.Create(ctx, st)
+			// Pooled sandboxes reserve disk for their workspaces: a
+			// step the disk refuses goes first.
+			if errors.Is(err, ErrLowDisk) && r.a.pool.Shed(ctx) {
+				continue
+			}
+			return sb, err
+		}
 	}
 	ev := cluster.Event{Time: sb.phases.Created, Kind: cluster.EventSandboxWarm,
 		Message: "the step runs in a sandbox made ahead of it (warm pool)",
@@ -217,8 +225,12 @@ func (r *stepRun) sandboxFor(ctx context.Context, st Step, lg *logstore.Log) (*S
 	if err := lg.Event(ev); err != nil {
 		r.a.logger.Warn("record sandbox_warm event", "step", r.id, "error", err)
 	}
-	r.report(ctx, "events", func(ctx context.Context) error {
-		return r.a.sched.StepEvents(ctx, cluster.StepEvents{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, Events: []cluster.Event{ev}})
+	// Off the step's path: run joins it before the running report, so
+	// the scheduler records the event before the start.
+	r.reporting.Go(func() {
+		r.report(ctx, "events", func(ctx context.Context) error {
+			return r.a.sched.StepEvents(ctx, cluster.StepEvents{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, Events: []cluster.Event{ev}})
+		})
 	})
 	return sb, nil
 }

@@ -208,6 +208,49 @@ func TestPoolMakeFailures(t *testing.T) {
 	p.Close(t.Context())
 }
 
+// TestPoolDiskBound: a make the node's disk refuses leaves the node ready
+// (the pool stays at its size and waits before it tries again), and Shed
+// gives a refused step the disk of a ready sandbox.
+func TestPoolDiskBound(t *testing.T) {
+	p, f := newFakePool(t, 1<<30)
+	p.cfg.MinReady = 3
+	def := testClass
+	p.def = &def
+	p.tend(t.Context())
+	p.tend(t.Context())
+	f.fail = fmt.Errorf("%w: 1GiB free", ErrLowDisk)
+	for range 5 {
+		if next := p.tend(t.Context()); next <= time.Second {
+			t.Errorf("tend after a disk refusal: again in %v, want the disk-bound wait", next)
+		}
+		p.diskBoundUntil = time.Time{} // try again at once
+	}
+	if h := p.Health(); len(h) != 0 {
+		t.Errorf("Health() after 5 makes the disk refused = %q, want none (the node still takes steps)", h)
+	}
+	if !p.Shed(t.Context()) {
+		t.Fatal("Shed() with 2 ready = false")
+	}
+	if made, destroyed := f.counts(); made != 2 || destroyed != 1 {
+		t.Errorf("after Shed: %d made, %d destroyed; want 2 and 1", made, destroyed)
+	}
+	f.fail = nil
+	if next := p.tend(t.Context()); next < time.Second {
+		t.Errorf("tend right after Shed: again in %v, want a wait (the step has the disk first)", next)
+	}
+	if made, _ := f.counts(); made != 2 {
+		t.Errorf("tend right after Shed made a sandbox (%d made)", made)
+	}
+	if !p.Shed(t.Context()) || p.Shed(t.Context()) {
+		t.Error("Shed() with one ready, then none: want true, then false")
+	}
+	var none *Pool
+	if none.Shed(t.Context()) {
+		t.Error("Shed() of no pool = true")
+	}
+	p.Close(t.Context())
+}
+
 // TestPoolCheck: a ready sandbox that fails its host-side check is
 // destroyed (never claimed) and replaced.
 func TestPoolCheck(t *testing.T) {

@@ -276,8 +276,19 @@ func runStacks(c config) error {
 		return burstErr
 	}
 	toExit := func(s sample) time.Duration { return s.toExit }
-	if c.maxWarmP50 > 0 && (len(warmS) == 0 || benchstat.Quantile(col(warmS, toExit), .5) > c.maxWarmP50) {
-		return fmt.Errorf("warm submit to exit record: p50 over the limit of %v (or no warm sample)", c.maxWarmP50)
+	for _, g := range []struct {
+		q   float64
+		max time.Duration
+	}{{.5, c.maxWarmP50}, {.99, c.maxWarmP99}} {
+		if g.max <= 0 {
+			continue
+		}
+		if len(warmS) == 0 {
+			return fmt.Errorf("warm submit to exit record: no warm sample (all %d missed the pool)", len(missS))
+		}
+		if got := benchstat.Quantile(col(warmS, toExit), g.q); got > g.max {
+			return fmt.Errorf("warm submit to exit record: p%.0f %v over the limit of %v", g.q*100, got, g.max)
+		}
 	}
 	return nil
 }
