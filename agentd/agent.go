@@ -275,12 +275,16 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	})
 }
 
-// running lists the attempts this agent still has a sandbox for.
+// running lists the attempts this agent still has a sandbox for, but
+// those whose exit the scheduler has (they are only being cleaned up).
 func (a *Agent) running() []cluster.StepAttempt {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]cluster.StepAttempt, 0, len(a.steps))
 	for _, r := range a.steps {
+		if r.ended.Load() {
+			continue
+		}
 		out = append(out, cluster.StepAttempt{Step: r.id, Attempt: r.attempt})
 	}
 	return out
@@ -357,7 +361,7 @@ func (a *Agent) abandon(u cluster.StepAttempt) {
 	a.mu.Lock()
 	r, ok := a.steps[u.Step]
 	a.mu.Unlock()
-	if ok && r.attempt == u.Attempt {
+	if ok && r.attempt == u.Attempt && !r.ended.Load() { // an ended one is being cleaned up already
 		a.logger.Info("scheduler no longer wants step; stopping it", "step", u.Step, "attempt", u.Attempt)
 		r.abandon()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rodon-compute/rodon/agentd/logstore"
@@ -40,6 +41,12 @@ type stepRun struct {
 	// and cleared by forgetSecrets when it ends.
 	secrets   map[string]string
 	secretEnv []string
+
+	// ended is set once the exit was reported: the attempt only cleans
+	// up from then, and heartbeats no longer list it (the scheduler,
+	// which has its end, would call it unwanted and the agent would
+	// drop its cleaned_up report).
+	ended atomic.Bool
 
 	// reporting are reports sent beside the step's start (the
 	// sandbox_warm event); run waits for them before the running report.
@@ -343,6 +350,7 @@ func (r *stepRun) record(ctx context.Context, lg *logstore.Log, rec cluster.Exit
 		r.report(ctx, "exit", func(ctx context.Context) error {
 			return r.a.sched.StepExit(ctx, cluster.StepExit{Node: r.a.cfg.Node, Attempt: r.attempt, Record: rec})
 		})
+		r.ended.Store(true)
 		if why == cluster.ByUser && rec.State != cluster.StateFailed {
 			r.report(ctx, "cancel confirmation", func(ctx context.Context) error {
 				return r.a.sched.ConfirmCancel(ctx, cluster.ConfirmCancel{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt})
@@ -369,7 +377,9 @@ func (r *stepRun) cleanup(ctx context.Context, sb *Sandbox) {
 		return
 	}
 	r.a.metrics.cleanup.Observe(time.Since(cleanupStart).Seconds())
-	if !abandoned {
+	// An attempt abandoned after its exit was reported (a heartbeat's
+	// answer crossing the exit report) still reports its cleanup.
+	if !abandoned || r.ended.Load() {
 		r.phase(ctx, "", cluster.Phases{CleanedUp: time.Now().UTC()})
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/containerd/typeurl/v2"
 
 	"github.com/rodon-compute/rodon/cluster"
+	"github.com/rodon-compute/rodon/internal/benchfleet"
 	"github.com/rodon-compute/rodon/internal/benchstat"
 )
 
@@ -58,6 +59,9 @@ type config struct {
 	stackCPU            string
 	burstCPU            float64
 	poolMin             int
+	variant             bool
+	binDir              string
+	maxNetRatio         float64
 }
 
 func main() {
@@ -81,8 +85,15 @@ func main() {
 	flag.StringVar(&c.stackCPU, "stack-cpu", "2", "with -stacks: each stack's agentd serve --cpu (CPUs offered to steps; more than the host's cores overcommits them)")
 	flag.Float64Var(&c.burstCPU, "burst-cpu", 0.01, "with -burst: the CPU each burst step asks for (its quota)")
 	flag.IntVar(&c.poolMin, "warm-pool-min", 0, "with -stacks: the warm stack's agentd serve --warm-pool-min")
+	flag.BoolVar(&c.variant, "variant", false, "a warm step with its own network and a 1 MiB workspace against a bare warm one, on a fleet with mutual TLS and a gateway (variant.go)")
+	flag.StringVar(&c.binDir, "bin", "bin", "with -variant: directory of the scheduler, agentd, gateway and schedctl binaries")
+	flag.Float64Var(&c.maxNetRatio, "max-net-ratio", 0, "with -variant: fail if the warm step with network and a writable workspace is over this multiple of a bare warm one, p50 (0: report only)")
 	flag.BoolVar(&c.keep, "keep", false, "with -stacks: keep the stacks' data and logs (their directory is printed)")
 	flag.Parse()
+	if c.variant {
+		report, err := runVariant(c)
+		os.Exit(benchfleet.Finish("steplatency", c.out, report, err))
+	}
 	run := run
 	if c.stacks {
 		run = runStacks

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -124,7 +125,13 @@ func (s *stack) poolReady() int {
 		return 0
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	return readyGauge(resp.Body)
+}
+
+// readyGauge reads rodon_agent_pool_sandboxes{state="ready"} from an
+// agent's /metrics (0 if it is not there).
+func readyGauge(r io.Reader) int {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), `rodon_agent_pool_sandboxes{state="ready"} `); ok {
 			n, _ := strconv.ParseFloat(v, 64)
@@ -165,29 +172,7 @@ func (s *stack) runTrue(c config, id string) (sample, bool, error) {
 	if st.ExitCode == nil || *st.ExitCode != 0 {
 		return smp, false, fmt.Errorf("step %s on %s: %s", id, s.name, out)
 	}
-	warm := false
-	var starting, exitEv time.Time
-	for _, e := range st.Events {
-		switch e.Kind {
-		case api.EventExited:
-			smp.toExit = e.Time.Sub(st.Phases.Queued)
-			exitEv = e.Time
-		case api.EventStarting:
-			starting = e.Time
-		case api.EventSandboxWarm:
-			warm = true
-		}
-	}
-	// The stages, each from the previous mark (leader and agent share
-	// this host's clock): placed, the starting report's commit, the
-	// sandbox ready (created), the process started, its exit on the node,
-	// the exit's commit.
-	marks := []time.Time{st.Phases.Queued, st.Phases.Placed, starting, st.Phases.Created, st.Phases.Started, st.Phases.Exited, exitEv}
-	for i := 1; i < len(marks); i++ {
-		if !marks[i].IsZero() && !marks[i-1].IsZero() {
-			smp.stages[i-1] = marks[i].Sub(marks[i-1])
-		}
-	}
+	warm := stepSample(st, &smp)
 	if smp.toExit <= 0 {
 		return smp, warm, fmt.Errorf("step %s: no exited event after queued", id)
 	}
@@ -351,4 +336,33 @@ func renderStacks(n int, ctrS, coldS, warmS, missS []sample) string {
 	}
 	fmt.Fprintf(&b, "\nGoals (issue 14): warm p50 <= 60 ms and p99 <= 150 ms, cold p50 <= 250 ms, submit to exit record. Both stacks run with `--network none`.\n")
 	return b.String()
+}
+
+// stepSample fills smp's time to the exit record and its stages from the
+// step's record, and says whether a pooled sandbox ran it.
+func stepSample(st api.Step, smp *sample) bool {
+	warm := false
+	var starting, exitEv time.Time
+	for _, e := range st.Events {
+		switch e.Kind {
+		case api.EventExited:
+			smp.toExit = e.Time.Sub(st.Phases.Queued)
+			exitEv = e.Time
+		case api.EventStarting:
+			starting = e.Time
+		case api.EventSandboxWarm:
+			warm = true
+		}
+	}
+	// The stages, each from the previous mark (leader and agent share
+	// this host's clock): placed, the starting report's commit, the
+	// sandbox ready (created), the process started, its exit on the node,
+	// the exit's commit.
+	marks := []time.Time{st.Phases.Queued, st.Phases.Placed, starting, st.Phases.Created, st.Phases.Started, st.Phases.Exited, exitEv}
+	for i := 1; i < len(marks); i++ {
+		if !marks[i].IsZero() && !marks[i-1].IsZero() {
+			smp.stages[i-1] = marks[i].Sub(marks[i-1])
+		}
+	}
+	return warm
 }
