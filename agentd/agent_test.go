@@ -121,11 +121,14 @@ func TestAgentCancelOrder(t *testing.T) {
 	rt := newTestRuntime(t)
 	rt.cfg.KillGrace = time.Second
 	sched := newRecordingScheduler(t)
-	startAgent(t, rt, sched)
+	logs := startAgent(t, rt, sched)
 	sched.assign(cluster.Step{ID: "c-1", State: cluster.StatePlaced, Node: "n1", Attempts: 1, Spec: cluster.StepSpec{
-		Image: "base", Args: []string{"sh", "-c", "trap '' TERM; sleep 100"}, CPU: 1, MemoryBytes: 256 << 20,
+		Image: "base", Args: []string{"sh", "-c", "trap '' TERM; echo up; sleep 100"}, CPU: 1, MemoryBytes: 256 << 20,
 	}})
 	sched.waitFor(t, "c-1 running", func() bool { return sched.steps["c-1"].State == cluster.StateRunning })
+	// Cancelled once its trap is set (it printed): "running" is reported
+	// as soon as the process starts, before sh has read its script.
+	waitOutput(t, logs, "c-1", "up\n")
 	sched.cancel("c-1")
 	sched.waitFor(t, "cleanup of c-1", func() bool { return sched.reports[len(sched.reports)-1] == "cleaned up" })
 	want := []string{"register ready", "phase starting", "phase running", "cancel requested", "exit 137 user", "cancel confirmed", "cleaned up"}
@@ -352,4 +355,28 @@ func TestAgentAdoptsWorkspaceStep(t *testing.T) {
 	}
 	sched.waitFor(t, "cleanup of ad-1", func() bool { return sched.reports[len(sched.reports)-1] == "cleaned up" })
 	noTrees(t, rtB)
+}
+
+// waitOutput waits (at most 30 s) until the stdout of step id in logs
+// starts with want.
+func waitOutput(t *testing.T, logs *logstore.Store, id cluster.StepID, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	r, err := logs.Open(id, logstore.ReadOptions{Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out strings.Builder
+	for !strings.HasPrefix(out.String(), want) {
+		f, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("step %s printed %q, waiting for %q: %v", id, out.String(), want, err)
+		}
+		if f.Kind == api.KindStdout {
+			p, _ := f.Output()
+			out.Write(p)
+		}
+	}
 }
