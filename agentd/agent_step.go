@@ -48,9 +48,11 @@ type stepRun struct {
 	// drop its cleaned_up report).
 	ended atomic.Bool
 
-	// reporting are reports sent beside the step's start (the
-	// sandbox_warm event); run waits for them before the running report.
-	reporting sync.WaitGroup
+	// reported is closed when the last report sent beside the step's
+	// start (starting, sandbox_warm) is done; they go in order, and run
+	// waits for them before the running report or the exit (awaitReports).
+	// Only run's goroutine sends them.
+	reported chan struct{}
 
 	mu        sync.Mutex
 	sb        *Sandbox      // once created
@@ -89,6 +91,7 @@ func (r *stepRun) stopped() (cluster.TerminatedBy, bool) {
 // next agent.
 func (r *stepRun) run(ctx context.Context) {
 	defer r.a.forget(r.id)
+	defer r.awaitReports() // none outlives the attempt's goroutine
 	r.a.metrics.running.Inc()
 	defer r.a.metrics.running.Dec()
 	logger := r.a.logger.With("step", r.id, "attempt", r.attempt)
@@ -100,7 +103,8 @@ func (r *stepRun) run(ctx context.Context) {
 	}
 	defer lg.Close()
 	defer r.forgetSecrets()
-	r.phase(ctx, cluster.StateStarting, cluster.Phases{})
+	// Beside the sandbox's making: one commit fewer before the step runs.
+	r.async(func() { r.phase(ctx, cluster.StateStarting, cluster.Phases{}) })
 	st, err := r.step(ctx)
 	if err != nil {
 		r.finish(ctx, lg, nil, r.failedRecord(err))
@@ -134,7 +138,7 @@ func (r *stepRun) run(ctx context.Context) {
 		}
 	}
 	err = sb.Start(ctx, stdout, stderr)
-	r.reporting.Wait()
+	r.awaitReports()
 	if err != nil {
 		flushMasks()
 		rec := r.failedRecord(err)
@@ -327,6 +331,7 @@ func (r *stepRun) finish(ctx context.Context, lg *logstore.Log, sb *Sandbox, rec
 // record records the exit in the output log and reports it (unless the
 // scheduler abandoned the attempt), with a cancel's confirmation.
 func (r *stepRun) record(ctx context.Context, lg *logstore.Log, rec cluster.ExitRecord) {
+	r.awaitReports()
 	why, abandoned := r.stopped()
 	if lg != nil {
 		// The output held back (the tail past the output cap) goes into
@@ -388,6 +393,27 @@ func (r *stepRun) phase(ctx context.Context, state cluster.StepState, p cluster.
 	r.report(ctx, "phase", func(ctx context.Context) error {
 		return r.a.sched.StepPhase(ctx, cluster.StepPhase{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, State: state, Phases: p})
 	})
+}
+
+// async sends a report (send calls r.report) after those sent by async
+// before it, without waiting for it.
+func (r *stepRun) async(send func()) {
+	prev, done := r.reported, make(chan struct{})
+	r.reported = done
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		send()
+	}()
+}
+
+// awaitReports waits until the reports sent by async are done.
+func (r *stepRun) awaitReports() {
+	if r.reported != nil {
+		<-r.reported
+	}
 }
 
 // reportGrace is how long reports may still be sent after the agent was

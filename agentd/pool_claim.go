@@ -227,7 +227,7 @@ func (r *stepRun) sandboxFor(ctx context.Context, st Step, lg *logstore.Log) (*S
 	}
 	// Off the step's path: run joins it before the running report, so
 	// the scheduler records the event before the start.
-	r.reporting.Go(func() {
+	r.async(func() {
 		r.report(ctx, "events", func(ctx context.Context) error {
 			return r.a.sched.StepEvents(ctx, cluster.StepEvents{Step: r.id, Node: r.a.cfg.Node, Attempt: r.attempt, Events: []cluster.Event{ev}})
 		})
