@@ -181,8 +181,14 @@ func (r *stepRun) run(ctx context.Context) {
 	}
 	// Nothing of the sandbox runs from here: what the workspace holds is
 	// final, and the exit (and a cancel's confirmation) is reported only
-	// after it was read back.
-	if err := sb.Quiesce(context.WithoutCancel(ctx)); err != nil {
+	// after it was read back. Halt proves it in milliseconds; Quiesce
+	// (stop the pod, delete its task) is the slower way if it cannot.
+	err = sb.Halt()
+	if err != nil {
+		logger.Warn("halt the sandbox after the step; stopping it instead", "error", err)
+		err = sb.Quiesce(context.WithoutCancel(ctx))
+	}
+	if err != nil {
 		logger.Warn("stop sandbox after the step", "error", err)
 		rec.Reason = joinReason(rec.Reason, "the sandbox could not be stopped after the step, so its workspace was not copied back")
 	} else if rec.State != cluster.StateFailed && st.Workspace != "" && !st.WorkspaceReadOnly {

@@ -70,6 +70,9 @@ type Sandbox struct {
 	wsMounted bool
 	// quiesced is set once nothing of the sandbox runs any more (Quiesce).
 	quiesced bool
+	// halted is set once every process of the sandbox is gone from its
+	// cgroup (Halt): nothing of it runs, but its task is not deleted yet.
+	halted bool
 	// ctlDir is bind-mounted read-only at /run/rodon/ctl for the pause; it
 	// also holds the sandbox's resolv.conf.
 	ctlDir string
@@ -437,7 +440,7 @@ func (s *Sandbox) ReadBack() (treecopy.Changes, error) {
 	switch {
 	case s.step.Workspace == "" || s.step.WorkspaceReadOnly:
 		return treecopy.Changes{}, nil
-	case !s.quiesced:
+	case !s.quiesced && !s.halted:
 		return treecopy.Changes{}, errors.New("read back workspace: the sandbox still runs")
 	}
 	limit := s.step.WorkspaceBytes
