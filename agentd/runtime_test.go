@@ -404,3 +404,25 @@ func cpuUsage(t *testing.T, cg string) time.Duration {
 	t.Fatalf("cpu.stat of %s has no usage_usec", cg)
 	return 0
 }
+
+// TestCreateCancelledLeavesNothing: a cold create whose context ends
+// while runsc makes the sandbox (an agent stopping) fails or finishes, and
+// either way leaves no shim, runsc process, cgroup or mount behind once
+// its sandbox is destroyed (newTestRuntime checks).
+func TestCreateCancelledLeavesNothing(t *testing.T) {
+	rt := newTestRuntime(t)
+	for _, after := range []time.Duration{30 * time.Millisecond, 120 * time.Millisecond, 220 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(t.Context(), after)
+		sb, err := rt.Create(ctx, newStep(t, "true"))
+		cancel()
+		if err == nil {
+			if err := sb.Destroy(context.WithoutCancel(t.Context())); err != nil {
+				t.Errorf("cancelled after %v: Destroy() = %v", after, err)
+			}
+		}
+		t.Logf("create cancelled after %v: %v", after, err)
+	}
+	if left := testenv.Leftovers(t.Context(), rt.cfg.Namespace, rt.cfg.CgroupParent); len(left) > 0 {
+		t.Errorf("left behind by cancelled creates: %q", left)
+	}
+}

@@ -255,7 +255,13 @@ func (r *Runtime) prepare(ctx context.Context, id string, tmpl Step, labels map[
 	if err := sb.mountWorkspace(ctx); err != nil {
 		return nil, err
 	}
-	t, err := c.NewTask(ctx, cio.NullIO)
+	// The task is made whole even if ctx ends meanwhile (the agent
+	// stopping): a task create cut short left runsc's sandbox, gofer and
+	// cgroups behind with no task to delete them by. A sandbox made after
+	// ctx ended is destroyed by the caller as any failed one is.
+	tctx, cancelTask := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancelTask()
+	t, err := c.NewTask(tctx, cio.NullIO)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox task %s: %w", id, err)
 	}
@@ -265,7 +271,7 @@ func (r *Runtime) prepare(ctx context.Context, id string, tmpl Step, labels map[
 	if sb.podExit, err = t.Wait(wctx); err != nil {
 		return nil, fmt.Errorf("wait for sandbox %s: %w", id, err)
 	}
-	if err := t.Start(ctx); err != nil {
+	if err := t.Start(tctx); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	sb.madeAt = time.Now().UTC()
