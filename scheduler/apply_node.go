@@ -111,7 +111,7 @@ func (st *State) applyHeartbeat(idx uint64, c *cluster.Heartbeat) any {
 	n.DownSince, n.DownReason = time.Time{}, ""
 	n.State = liveState(n)
 	n.ModifyIndex = idx
-	st.nodes[n.ID] = n
+	st.putNode(n)
 
 	return &cluster.HeartbeatResult{Unwanted: st.unwanted(c.Node, c.Running)}
 }
@@ -174,7 +174,7 @@ func (st *State) applySetNodeState(idx uint64, c *cluster.SetNodeState) any {
 		n.State = liveState(n)
 	}
 	n.ModifyIndex = idx
-	st.nodes[n.ID] = n
+	st.putNode(n)
 	return nil
 }
 
@@ -199,7 +199,7 @@ func (st *State) markLost(idx uint64, id cluster.NodeID, reason string, at time.
 	n.State = cluster.NodeDown
 	n.DownSince, n.DownReason = at, reason
 	n.ModifyIndex = idx
-	st.nodes[id] = n
+	st.putNode(n)
 
 	ids := make([]cluster.StepID, 0, len(st.live[id]))
 	for sid := range st.live[id] {

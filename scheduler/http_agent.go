@@ -126,6 +126,10 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// handleAssignments serves GET /v1/agent/assignments, the long poll of a
+// node's assignments: at once when index is zero or they changed after
+// it, else when they change (the node's assignment topic) or the wait
+// ends.
 func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error {
 	node := cluster.NodeID(r.URL.Query().Get("node"))
 	if node == "" {
@@ -142,6 +146,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	for {
+		changed := st.watch(assignTopic(node))
 		idx := st.Index()
 		if index == 0 || st.AssignmentsIndex(node) > index || wait == 0 || ctx.Err() != nil {
 			steps := st.Assignments(node)
@@ -151,7 +156,10 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error
 			writeIndexed(w, http.StatusOK, idx, assignmentsAnswer{Index: idx, Steps: steps})
 			return nil
 		}
-		_, _ = st.WaitIndex(ctx, idx)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
 	}
 }
 

@@ -57,6 +57,12 @@ type State struct {
 	// ws holds the workspaces of the store and their revisions
 	// (ws_state.go).
 	ws wsState
+
+	// wmu guards watchers, the channels of the topics being waited for
+	// (state_watch.go); closed and dropped by a change of their topic.
+	// Held inside mu, never the other way round.
+	wmu      sync.Mutex
+	watchers map[topic]chan struct{}
 }
 
 func newState() *State {
@@ -77,6 +83,7 @@ func newState() *State {
 		recordOrder:   make(map[string]*recordTree),
 		gateways:      make(map[string]*cluster.Gateway),
 		ws:            newWSState(),
+		watchers:      make(map[topic]chan struct{}),
 	}
 }
 
@@ -87,6 +94,7 @@ func (st *State) takeNodesAndSteps(fresh *State) {
 	st.nodes, st.nodeOrder = fresh.nodes, fresh.nodeOrder
 	st.steps, st.live, st.usage, st.ordered, st.ended = fresh.steps, fresh.live, fresh.usage, fresh.ordered, fresh.ended
 	st.assigned = fresh.assigned
+	st.notifyAll()
 }
 
 // putStep stores s in place of old (nil for a new step) and keeps the
@@ -104,6 +112,7 @@ func (st *State) putStep(old, s *cluster.Step) {
 	if s.Live() {
 		st.assigned[s.Node] = max(st.assigned[s.Node], s.ModifyIndex)
 	}
+	st.stepTopics(old, s)
 }
 
 func (st *State) indexStep(s *cluster.Step, sign int) {

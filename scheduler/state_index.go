@@ -205,6 +205,7 @@ func (st *State) putNode(n *cluster.Node) {
 		st.nodeOrder.ReplaceOrInsert(n.ID)
 	}
 	st.nodes[n.ID] = n
+	st.notify(topic{kind: topicNodes})
 }
 
 // NodesPage returns at most limit nodes, by id, from the first id at or
