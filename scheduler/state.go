@@ -274,6 +274,38 @@ func (st *State) Assignments(node cluster.NodeID) []cluster.Step {
 	return out
 }
 
+// AssignmentChanges returns, as of one index (returned), the live steps
+// of node changed after index after, oldest submission first, and every
+// live attempt of node, by step id: what an agent that holds the node's
+// assignments as of after needs to hold them as of index. changes is
+// false when after cannot serve as a base: zero, ahead of this state (a
+// member behind the one that answered before), or before a restore
+// (which may have replaced any step); then steps are all the live steps,
+// as Assignments returns them, and live is nil.
+func (st *State) AssignmentChanges(node cluster.NodeID, after uint64) (index uint64, steps []cluster.Step, live []cluster.StepAttempt, changes bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	ids := st.live[node]
+	changes = after > 0 && after <= st.index && after >= st.reset
+	if changes {
+		live = make([]cluster.StepAttempt, 0, len(ids))
+	}
+	steps = make([]cluster.Step, 0)
+	for id := range ids {
+		s := st.steps[id]
+		if changes {
+			live = append(live, cluster.StepAttempt{Step: s.ID, Attempt: s.Attempts})
+			if s.ModifyIndex <= after {
+				continue
+			}
+		}
+		steps = append(steps, s.Clone())
+	}
+	sortSteps(steps)
+	slices.SortFunc(live, func(a, b cluster.StepAttempt) int { return cmp.Compare(a.Step, b.Step) })
+	return st.index, steps, live, changes
+}
+
 // AssignmentsIndex returns the index of the last entry that changed the
 // assignments of node (see Assignments); zero if none did.
 func (st *State) AssignmentsIndex(node cluster.NodeID) uint64 {

@@ -80,3 +80,63 @@ func TestStateTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignmentChanges: an answer as changes holds only the live steps
+// changed after the base index, and every live attempt; a base that
+// cannot serve (zero, ahead of the state, before a restore) gets every
+// live step.
+func TestAssignmentChanges(t *testing.T) {
+	f := newTestFSM(t)
+	f.mustApply(t, register("n1", 4, 8*gib), register("n2", 4, 8*gib),
+		submit("s1", false), submit("s2", false), submit("s3", false), place("s1", "n1"), place("s2", "n1"), place("s3", "n2"))
+	st := f.State()
+	ids := func(steps []cluster.Step) []cluster.StepID {
+		out := []cluster.StepID{}
+		for _, s := range steps {
+			out = append(out, s.ID)
+		}
+		return out
+	}
+
+	idx, steps, live, changes := st.AssignmentChanges("n1", 0)
+	if idx != f.idx || changes || live != nil || !cmp.Equal(ids(steps), []cluster.StepID{"s1", "s2"}) {
+		t.Errorf("AssignmentChanges(n1, 0) = %d, %v, %v, %v; want %d, [s1 s2], no live list, not changes", idx, ids(steps), live, changes, f.idx)
+	}
+	base := idx
+
+	f.mustApply(t, phase("s2", "n1", 1, cluster.StateRunning), submit("s4", false), place("s4", "n1"),
+		phase("s3", "n2", 1, cluster.StateRunning), exit("s1", "n1", 1, cluster.StateExited, 0))
+	idx, steps, live, changes = st.AssignmentChanges("n1", base)
+	wantLive := []cluster.StepAttempt{{Step: "s2", Attempt: 1}, {Step: "s4", Attempt: 1}}
+	if idx != f.idx || !changes || !cmp.Equal(ids(steps), []cluster.StepID{"s2", "s4"}) || !cmp.Equal(live, wantLive) {
+		t.Errorf("AssignmentChanges(n1, %d) = %d, %v, %v, %v; want %d, [s2 s4], %v, changes", base, idx, ids(steps), live, changes, f.idx, wantLive)
+	}
+	if steps[0].State != cluster.StateRunning || steps[1].State != cluster.StatePlaced {
+		t.Errorf("AssignmentChanges(n1, %d) steps = %s, %s; want running, placed", base, steps[0].State, steps[1].State)
+	}
+	if _, steps, live, changes = st.AssignmentChanges("n1", f.idx); !changes || len(steps) != 0 || len(live) != 2 {
+		t.Errorf("AssignmentChanges(n1, now) = %v, %v, %v; want no steps, 2 live, changes", ids(steps), live, changes)
+	}
+
+	// A base ahead of this state (an answer of a member further on).
+	if _, steps, live, changes = st.AssignmentChanges("n1", f.idx+5); changes || live != nil || len(steps) != 2 {
+		t.Errorf("AssignmentChanges(n1, ahead) = %v, %v, %v; want every live step, not changes", ids(steps), live, changes)
+	}
+	// A restore since the base.
+	base = f.idx
+	doc := f.FSM.document()
+	saved := cluster.Restore{At: at(100)}
+	for _, n := range doc.Nodes {
+		saved.Nodes = append(saved.Nodes, n.Clone())
+	}
+	for _, s := range doc.Steps {
+		saved.Steps = append(saved.Steps, s.Clone())
+	}
+	f.mustApply(t, saved)
+	if _, steps, live, changes = st.AssignmentChanges("n1", base); changes || live != nil || len(steps) != 2 {
+		t.Errorf("AssignmentChanges(n1, before a restore) = %v, %v, %v; want every live step, not changes", ids(steps), live, changes)
+	}
+	if _, _, _, changes = st.AssignmentChanges("n1", f.idx); !changes {
+		t.Errorf("AssignmentChanges(n1, the restore's index): not changes, want changes")
+	}
+}

@@ -82,7 +82,9 @@ func (a *FakeAgent) Run(ctx context.Context) error {
 	}()
 	var index uint64
 	for ctx.Err() == nil {
-		as, err := a.Client.Assignments(ctx, a.Node, index, 10*time.Second)
+		// Only the changed steps: the agent needs no list of the live
+		// ones, as it keeps every attempt it started (starts).
+		as, err := a.Client.AssignmentChanges(ctx, a.Node, index, 10*time.Second)
 		if err != nil {
 			continue
 		}
