@@ -176,7 +176,11 @@ func (tc *tpCluster) steps(n int, r *tpResult) error {
 	wg.Wait()
 	submitted := time.Since(start)
 	want := n - int(failed.Load())
-	for tc.exited()-exitedBefore < want {
+	// A submission that failed may still have committed, and its step
+	// run: the count is a cheap first test, then every accepted step
+	// must be seen exited (else the check below would read the state
+	// while steps still run).
+	for tc.exited()-exitedBefore < want || !tc.allExited(accepted) {
 		if time.Since(start) > 10*time.Minute {
 			break // the check below counts what is missing
 		}
@@ -193,6 +197,21 @@ func (tc *tpCluster) steps(n int, r *tpResult) error {
 	r.entries, r.items = delta(after.entries, before.entries), delta(after.items, before.items)
 	r.check, err = tc.check(ctx, accepted)
 	return err
+}
+
+// allExited reports whether a fake agent reported every accepted step
+// exited.
+func (tc *tpCluster) allExited(accepted []bool) bool {
+	for i, ok := range accepted {
+		if !ok {
+			continue
+		}
+		id := cluster.StepID(stepID(i))
+		if !slices.ContainsFunc(tc.fakes, func(a *agentdtest.FakeAgent) bool { return a.HasExited(id) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // stepID is the id of the bench's step i.
