@@ -240,8 +240,15 @@ func (st *State) markLost(idx uint64, id cluster.NodeID, reason string, at time.
 	return nil
 }
 
+// cloneStep returns a deep copy of s for an apply to change, with room
+// for the event a change usually adds (AddEvent would copy them again).
 func cloneStep(s *cluster.Step) *cluster.Step {
-	c := s.Clone()
+	shallow := *s
+	shallow.Events = nil
+	c := shallow.Clone()
+	if len(s.Events) > 0 {
+		c.Events = append(make([]cluster.Event, 0, len(s.Events)+1), s.Events...)
+	}
 	return &c
 }
 

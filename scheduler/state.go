@@ -102,13 +102,14 @@ func (st *State) takeNodesAndSteps(fresh *State) {
 // afterwards.
 func (st *State) putStep(old, s *cluster.Step) {
 	if old != nil {
-		st.indexStep(old, -1)
+		st.liveStep(old, -1)
 		if old.Live() {
 			st.assigned[old.Node] = max(st.assigned[old.Node], s.ModifyIndex)
 		}
 	}
 	st.steps[s.ID] = s
-	st.indexStep(s, 1)
+	st.reorderStep(old, s)
+	st.liveStep(s, 1)
 	if s.Live() {
 		st.assigned[s.Node] = max(st.assigned[s.Node], s.ModifyIndex)
 	}
@@ -117,6 +118,12 @@ func (st *State) putStep(old, s *cluster.Step) {
 
 func (st *State) indexStep(s *cluster.Step, sign int) {
 	st.orderStep(s, sign)
+	st.liveStep(s, sign)
+}
+
+// liveStep adds (sign 1) or removes (sign -1) s in the live sets and
+// usage of its node, if it is live. The caller holds mu for writing.
+func (st *State) liveStep(s *cluster.Step, sign int) {
 	if !s.Live() {
 		return
 	}
@@ -251,7 +258,7 @@ func (st *State) Steps(f StepFilter) []cluster.Step {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	var out []cluster.Step
-	if t := st.ordered[f]; t != nil {
+	if t := st.ordered[f]; t != nil && t.Len() > 0 {
 		out = make([]cluster.Step, 0, t.Len())
 		t.Ascend(func(s *cluster.Step) bool {
 			out = append(out, s.Clone())
