@@ -44,6 +44,9 @@ type tpResult struct {
 	// that the steps took, by type (the FSM's counters).
 	entries, items map[string]float64
 	check          lifeCheck
+	// cpu is the CPU time the members and this process used during the
+	// steps.
+	cpu cpuTimes
 }
 
 func startThroughput(c config, dir string, mode benchtls.Mode) (*tpCluster, error) {
@@ -151,6 +154,10 @@ func (tc *tpCluster) steps(n int, r *tpResult) error {
 		return err
 	}
 	exitedBefore := tc.exited()
+	cpuBefore, err := tc.cpu()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	next := make(chan int)
 	go func() {
@@ -187,6 +194,11 @@ func (tc *tpCluster) steps(n int, r *tpResult) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	cpuAfter, err := tc.cpu()
+	if err != nil {
+		return err
+	}
+	r.cpu = cpuTimes{members: cpuAfter.members - cpuBefore.members, bench: cpuAfter.bench - cpuBefore.bench}
 	after, err := tc.scrape()
 	if err != nil {
 		return err
@@ -403,6 +415,9 @@ func throughput(b *strings.Builder, c config, dir string, plain, tlsMode benchtl
 	row("steps submitted per second", "%.0f", p.submitPerSec, t.submitPerSec, false)
 	row("**whole step lifecycles committed per second** (submit, place, running, exit)", "%.0f", p.stepsPerSec, t.stepsPerSec, true)
 	row("ratio: lifecycles per heartbeat write", "%.2f", p.stepsPerSec/p.beatWritesPerSec, t.stepsPerSec/t.beatWritesPerSec, false)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
+	row("CPU per lifecycle, the 3 members together (ms; hardly depends on the machine's other load)", "%.3f", ms(p.cpu.members), ms(t.cpu.members), false)
+	row("CPU per lifecycle, the bench's process (clients and fake agents; ms)", "%.3f", ms(p.cpu.bench), ms(t.cpu.bench), false)
 	row("Raft entries per lifecycle", "%.3f", sum(p.entries)/n, sum(t.entries)/n, false)
 	row("commands (batch items and single entries) per entry", "%.1f", sum(p.items)/sum(p.entries), sum(t.items)/sum(t.entries), false)
 	row("batch entries per lifecycle", "%.3f", p.entries["batch"]/n, t.entries["batch"]/n, false)
