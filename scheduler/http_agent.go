@@ -187,7 +187,7 @@ func (s *Server) stepReport(r *http.Request, body cluster.StepID) (cluster.StepI
 	if body != "" && body != id {
 		return id, badRequest("field \"step\": %q, but the path names step %q", body, id)
 	}
-	if _, ok := s.fsm.State().Step(id); !ok {
+	if _, ok := s.fsm.State().StepNode(id); !ok {
 		return id, notFound("step %s: not found", id)
 	}
 	return id, nil

@@ -246,6 +246,19 @@ func (st *State) Step(id cluster.StepID) (cluster.Step, bool) {
 	return s.Clone(), true
 }
 
+// StepNode returns the node of the current attempt of the step with the
+// given ID ("" while it has none), without copying the step: the checks
+// of an agent's report need no more.
+func (st *State) StepNode(id cluster.StepID) (cluster.NodeID, bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	s, ok := st.steps[id]
+	if !ok {
+		return "", false
+	}
+	return s.Node, true
+}
+
 // StepFilter selects steps; a zero field selects all.
 type StepFilter struct {
 	State cluster.StepState
