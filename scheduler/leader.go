@@ -99,13 +99,13 @@ type leaderLoop struct {
 //
 // Why each waits for what it does: placement for a step to place
 // (queued) or room for one (capacity, nodes); node_ttl and drain for a
-// node's record and their deadlines; queue_expiry for a step queued
-// (as the design has it; its deadline is later than those computed but
-// for a change of the leader's clock); start_timeout, for its deadlines only while
-// it has any (a new placement's deadline is never earlier than those of
-// the attempts already placed, see checkStarts), else for a placement;
-// compaction likewise for a step that ends (one that ends later is
-// compacted later).
+// node's record and their deadlines; queue_expiry for a step queued (as
+// the design has it: its deadline is later than those computed, but for
+// a change of the leader's clock); start_timeout for its deadlines only
+// while it has any (a new placement's deadline is never earlier than
+// those of the attempts already placed, see checkStarts), else for a
+// placement; compaction likewise for a step that ends (one that ends
+// later is compacted later).
 func (s *Server) leaderLoops(since time.Time) []leaderLoop {
 	var (
 		queued   = topic{kind: topicQueued}

@@ -165,11 +165,10 @@ func (s *Server) checkStarts(ctx context.Context) time.Time {
 			due := step.Phases.Placed.Add(b.bound)
 			now := s.now()
 			if now.Before(due) {
-				// A placed attempt may start before this pass's next
-				// and be due then with the other bound: wake by the
-				// earlier of the two (the loop waits for no other
-				// change while it has a time).
-				next = earliest(next, step.Phases.Placed.Add(min(s.cfg.StartTimeout, s.cfg.CreateTimeout)))
+				// The loop waits for no other change while it has a
+				// time: a placed attempt that starts meanwhile is due
+				// later (CreateTimeout >= StartTimeout, see Config).
+				next = earliest(next, due)
 				continue
 			}
 			reason := fmt.Sprintf("node %s did not %s within %v of its placement (attempt %d)", step.Node, b.what, b.bound, step.Attempts)
@@ -210,6 +209,9 @@ func (s *Server) compactSteps(ctx context.Context) time.Time {
 	s.metrics.compacted.Add(float64(n))
 	s.metrics.compactionRun.Set(float64(now.UnixNano()) / 1e9)
 	s.logger.Info("terminal steps compacted", "steps", n, "ended_before", before, "retention", s.cfg.StepRetention)
+	if n == 0 {
+		return now.Add(time.Second) // none could go: not at once again
+	}
 	return now // due again at once: more may be past their retention
 }
 
