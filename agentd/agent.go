@@ -36,6 +36,15 @@ type Scheduler interface {
 	Uploads(ctx context.Context, req cluster.UploadsRequest) (cluster.UploadsResponse, error)
 }
 
+// assignmentChanger is the optional capability of a Scheduler to answer
+// the assignments long poll with only the steps changed after index
+// (docs/PROTOCOL.md, "Assignments"); scheduler/client has it. When
+// changes is false, steps are every live step, as Assignments answers,
+// and live is nil.
+type assignmentChanger interface {
+	AssignmentChanges(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (next uint64, steps []cluster.Step, live []cluster.StepAttempt, changes bool, err error)
+}
+
 // AgentConfig configures `agentd serve`.
 type AgentConfig struct {
 	Node cluster.NodeID
@@ -290,10 +299,27 @@ func (a *Agent) running() []cluster.StepAttempt {
 	return out
 }
 
+// assignmentLoop long-polls the node's assignments until ctx ends and
+// acts on each answer: it starts the new attempts, cancels those the
+// scheduler asks, and forgets the finished ones no longer assigned. With
+// a Scheduler that answers changes, an answer holds only the steps
+// changed since the previous one, and the live attempts.
 func (a *Agent) assignmentLoop(ctx context.Context) {
+	changer, _ := a.sched.(assignmentChanger)
 	var index uint64
 	for ctx.Err() == nil {
-		next, steps, err := a.sched.Assignments(ctx, a.cfg.Node, index, a.cfg.PollWait)
+		var (
+			next    uint64
+			steps   []cluster.Step
+			live    []cluster.StepAttempt
+			changes bool
+			err     error
+		)
+		if changer != nil {
+			next, steps, live, changes, err = changer.AssignmentChanges(ctx, a.cfg.Node, index, a.cfg.PollWait)
+		} else {
+			next, steps, err = a.sched.Assignments(ctx, a.cfg.Node, index, a.cfg.PollWait)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				a.logger.Warn("watch assignments", "error", err)
@@ -309,7 +335,13 @@ func (a *Agent) assignmentLoop(ctx context.Context) {
 		for _, st := range steps {
 			a.apply(ctx, st)
 		}
-		a.pruneDone(steps)
+		if !changes {
+			live = make([]cluster.StepAttempt, len(steps))
+			for i, st := range steps {
+				live[i] = cluster.StepAttempt{Step: st.ID, Attempt: st.Attempts}
+			}
+		}
+		a.pruneDone(live)
 	}
 }
 
@@ -339,12 +371,13 @@ func (a *Agent) apply(ctx context.Context, st cluster.Step) {
 func (a *Agent) Metrics() *Metrics { return a.metrics }
 
 // pruneDone forgets finished attempts the scheduler no longer assigns
-// here: an attempt leaves the assignments only once its end is recorded,
-// and it never comes back, so done stays as small as the assignments.
-func (a *Agent) pruneDone(assigned []cluster.Step) {
+// here (assigned are the live attempts): an attempt leaves the
+// assignments only once its end is recorded, and it never comes back, so
+// done stays as small as the assignments.
+func (a *Agent) pruneDone(assigned []cluster.StepAttempt) {
 	keep := make(map[cluster.StepAttempt]bool, len(assigned))
-	for _, st := range assigned {
-		keep[cluster.StepAttempt{Step: st.ID, Attempt: st.Attempts}] = true
+	for _, k := range assigned {
+		keep[k] = true
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -89,6 +89,18 @@ func (s *schedulerClient) Assignments(ctx context.Context, node cluster.NodeID, 
 	return a.Index, a.Steps, err
 }
 
+var _ assignmentChanger = (*schedulerClient)(nil)
+
+func (s *schedulerClient) AssignmentChanges(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (uint64, []cluster.Step, []cluster.StepAttempt, bool, error) {
+	if s.ready != nil {
+		if err := s.ready(ctx); err != nil {
+			return 0, nil, nil, false, err
+		}
+	}
+	a, err := s.c.AssignmentChanges(ctx, node, index, wait)
+	return a.Index, a.Steps, a.Live, a.Changes, err
+}
+
 func (s *schedulerClient) StepPhase(ctx context.Context, p cluster.StepPhase) error {
 	return refusedReport(s.c.ReportPhase(ctx, p))
 }

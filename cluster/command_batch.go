@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -96,4 +97,100 @@ func EncodeBatch(items []BatchItem) []byte {
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
+}
+
+// DecodeBatch decodes the payload of a CmdBatch entry (without its type
+// byte), as json.Unmarshal into a Batch would, with the same result for
+// every input. The form EncodeBatch writes is split in one pass without
+// copying, so each item's Data is a slice of data, valid while data is;
+// any other form goes through json.Unmarshal. Each item's Data is
+// checked when it is decoded.
+func DecodeBatch(data []byte) (Batch, error) {
+	if b, ok := splitBatch(data); ok {
+		return b, nil
+	}
+	var b Batch
+	err := json.Unmarshal(data, &b)
+	return b, err
+}
+
+// splitBatch splits data written by EncodeBatch: exactly
+// {"items":[{"type":N,"data":{...}},...]} with no space, N a decimal
+// type, each data an object. ok is false for anything else.
+func splitBatch(data []byte) (b Batch, ok bool) {
+	rest, ok := cutPrefix(data, `{"items":[`)
+	if !ok {
+		return Batch{}, false
+	}
+	b.Items = make([]BatchItem, 0, bytes.Count(rest, []byte(`{"type":`)))
+	if r, ok := cutPrefix(rest, "]}"); ok {
+		return b, len(r) == 0
+	}
+	for {
+		if rest, ok = cutPrefix(rest, `{"type":`); !ok {
+			return Batch{}, false
+		}
+		t, i := 0, 0
+		for i < len(rest) && i < 4 && rest[i] >= '0' && rest[i] <= '9' {
+			t = t*10 + int(rest[i]-'0')
+			i++
+		}
+		if i == 0 || i > 3 || t > 255 || rest[0] == '0' && i > 1 {
+			return Batch{}, false
+		}
+		if rest, ok = cutPrefix(rest[i:], `,"data":`); !ok {
+			return Batch{}, false
+		}
+		end := objectEnd(rest)
+		if end < 0 {
+			return Batch{}, false
+		}
+		b.Items = append(b.Items, BatchItem{Type: CommandType(t), Data: rest[:end:end]})
+		if rest, ok = cutPrefix(rest[end:], "}"); !ok {
+			return Batch{}, false
+		}
+		r, more := cutPrefix(rest, ",")
+		if !more {
+			break
+		}
+		rest = r
+	}
+	rest, ok = cutPrefix(rest, "]}")
+	return b, ok && len(rest) == 0
+}
+
+func cutPrefix(b []byte, prefix string) ([]byte, bool) {
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return b, false
+	}
+	return b[len(prefix):], true
+}
+
+// objectEnd returns the length of the JSON object at the start of b, by
+// its braces outside strings, or -1 if b does not start with one that
+// ends. It does not check what is inside: the item's decoder does.
+func objectEnd(b []byte) int {
+	if len(b) == 0 || b[0] != '{' {
+		return -1
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestEncode(t *testing.T) {
@@ -149,5 +150,57 @@ func TestValidateGatewayAddrs(t *testing.T) {
 		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("ValidateGatewayAddrs(%v) = %v, want %q", tc.addrs, err, tc.wantErr)
 		}
+	}
+}
+
+// TestDecodeBatch: DecodeBatch gives json.Unmarshal's result for the form
+// EncodeBatch writes and for any other, and fails where it fails.
+func TestDecodeBatch(t *testing.T) {
+	items := []BatchItem{
+		{Type: CmdSubmitStep, Data: json.RawMessage(`{"step":"s1","spec":{"args":["a \"}\" b","{[\\\"]}"]},"at":"2026-01-01T00:00:00Z"}`)},
+		{Type: CmdPlaceStep, Data: json.RawMessage(`{"step":"s1","node":"n1"}`)},
+		{Type: CmdStepExit, Data: json.RawMessage(`{}`)},
+	}
+	valid := map[string][]byte{
+		"EncodeBatch":          EncodeBatch(items)[1:],
+		"EncodeBatch, one":     EncodeBatch(items[1:2])[1:],
+		"EncodeBatch, none":    EncodeBatch(nil)[1:],
+		"spaces":               []byte(` { "items" : [ {"type": 4, "data": {"step":"s1"} } ] } `),
+		"keys in other order":  []byte(`{"items":[{"data":{"step":"s1"},"type":4}]}`),
+		"type zero":            []byte(`{"items":[{"type":0,"data":{}}]}`),
+		"data not an object":   []byte(`{"items":[{"type":4,"data":"x"}]}`),
+		"another field":        []byte(`{"items":[{"type":4,"data":{},"x":1}],"y":2}`),
+		"escaped quote at end": []byte(`{"items":[{"type":4,"data":{"a":"\\"}}]}`),
+	}
+	for name, data := range valid {
+		var want Batch
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("%s: json.Unmarshal(%s) = %v", name, data, err)
+		}
+		got, err := DecodeBatch(data)
+		if err != nil || !cmp.Equal(got, want, cmpopts.EquateEmpty()) {
+			t.Errorf("%s: DecodeBatch(%s) = %+v, %v; want %+v", name, data, got, err, want)
+		}
+	}
+	for name, data := range map[string][]byte{
+		"truncated":          EncodeBatch(items)[1:40],
+		"unbalanced":         []byte(`{"items":[{"type":4,"data":{"a":{}}]}`),
+		"type too large":     []byte(`{"items":[{"type":256,"data":{}}]}`),
+		"negative type":      []byte(`{"items":[{"type":-1,"data":{}}]}`),
+		"trailing garbage":   append(EncodeBatch(items)[1:], 'x'),
+		"no closing bracket": []byte(`{"items":[{"type":4,"data":{}}`),
+	} {
+		var b Batch
+		werr := json.Unmarshal(data, &b)
+		_, err := DecodeBatch(data)
+		if (err == nil) != (werr == nil) {
+			t.Errorf("%s: DecodeBatch(%s) error = %v, json.Unmarshal's = %v; want both or neither", name, data, err, werr)
+		}
+	}
+	// A corrupt item is split as it is: its decoder fails on it.
+	b, err := DecodeBatch([]byte(`{"items":[{"type":4,"data":{nope}}]}`))
+	var c PlaceStep
+	if err == nil && (len(b.Items) != 1 || json.Unmarshal(b.Items[0].Data, &c) == nil) {
+		t.Errorf("DecodeBatch(a corrupt item) = %+v, and the item decodes; want it to fail", b)
 	}
 }

@@ -67,7 +67,9 @@ type legacyEvent struct {
 
 // UnmarshalJSON decodes an event, and an event recorded before the typed
 // payloads with its flat fields moved into its kind's payload, so that
-// old log entries and snapshots read as new ones.
+// old log entries and snapshots read as new ones. The flat fields are
+// read only for an event of a kind that had them and lacks its payload
+// (no encoder wrote them for any other, nor with other types).
 func (e *Event) UnmarshalJSON(b []byte) error {
 	type plain Event
 	var p plain
@@ -75,6 +77,12 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*e = Event(p)
+	switch {
+	case e.Kind == EventEgressDenied && e.Egress == nil, e.Kind == EventOutputTruncated && e.Output == nil,
+		e.Kind == EventWaiting && e.Waiting == nil, e.Kind == EventUnplaceable && e.Unplaceable == nil:
+	default:
+		return nil
+	}
 	var old legacyEvent
 	if err := json.Unmarshal(b, &old); err != nil {
 		return err

@@ -111,7 +111,7 @@ func (st *State) applyHeartbeat(idx uint64, c *cluster.Heartbeat) any {
 	n.DownSince, n.DownReason = time.Time{}, ""
 	n.State = liveState(n)
 	n.ModifyIndex = idx
-	st.nodes[n.ID] = n
+	st.putNode(n)
 
 	return &cluster.HeartbeatResult{Unwanted: st.unwanted(c.Node, c.Running)}
 }
@@ -174,7 +174,7 @@ func (st *State) applySetNodeState(idx uint64, c *cluster.SetNodeState) any {
 		n.State = liveState(n)
 	}
 	n.ModifyIndex = idx
-	st.nodes[n.ID] = n
+	st.putNode(n)
 	return nil
 }
 
@@ -199,7 +199,7 @@ func (st *State) markLost(idx uint64, id cluster.NodeID, reason string, at time.
 	n.State = cluster.NodeDown
 	n.DownSince, n.DownReason = at, reason
 	n.ModifyIndex = idx
-	st.nodes[id] = n
+	st.putNode(n)
 
 	ids := make([]cluster.StepID, 0, len(st.live[id]))
 	for sid := range st.live[id] {
@@ -240,8 +240,15 @@ func (st *State) markLost(idx uint64, id cluster.NodeID, reason string, at time.
 	return nil
 }
 
+// cloneStep returns a deep copy of s for an apply to change, with room
+// for the event a change usually adds (AddEvent would copy them again).
 func cloneStep(s *cluster.Step) *cluster.Step {
-	c := s.Clone()
+	shallow := *s
+	shallow.Events = nil
+	c := shallow.Clone()
+	if len(s.Events) > 0 {
+		c.Events = append(make([]cluster.Event, 0, len(s.Events)+1), s.Events...)
+	}
 	return &c
 }
 

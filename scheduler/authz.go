@@ -292,8 +292,8 @@ func (s *Server) authorizeState(r *http.Request) error {
 		return nil
 	}
 	id := cluster.StepID(r.PathValue("id"))
-	step, ok := s.fsm.State().Step(id)
-	if ok && string(step.Node) != c.id.Name {
+	node, ok := s.fsm.State().StepNode(id)
+	if ok && string(node) != c.id.Name {
 		return refusal(c.id, "%s may not %s for step %s: its current attempt is not on node %s", c.id, c.access.action, id, c.id.Name)
 	}
 	return nil

@@ -159,8 +159,14 @@ func TestStartTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitStep(t, cl, slow.ID, "placed", stateIs("placed"))
+	placed := waitStep(t, cl, slow.ID, "placed", stateIs("placed"))
 	stuck.phase("slow", 1, cluster.StateStarting, cluster.Phases{Created: time.Now()})
+	// Past the start bound, not yet the create bound: the loop's next
+	// pass is due at the create bound, not at once (it would spin).
+	time.Sleep(time.Until(placed.Phases.Placed.Add(startTimeout + 100*time.Millisecond)))
+	if next := c.waitLeader().srv.checkStarts(t.Context()); !next.After(time.Now()) {
+		t.Errorf("checkStarts() with a step starting for longer than the start timeout = %v, want a time to come (its create deadline)", next)
+	}
 	slow = waitStep(t, cl, slow.ID, "failed", stateIs("failed"))
 	if d := slow.EndedAt.Sub(slow.Phases.Placed); d < createTimeout || d > createTimeout+2*time.Second ||
 		!strings.Contains(slow.Reason, "did not start its sandbox within 800ms") {

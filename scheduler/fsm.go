@@ -87,7 +87,10 @@ func (f *FSM) Applied() (entries, items map[cluster.CommandType]uint64) {
 // item's result and affects no other. A nested batch, or an item whose
 // type may not be batched, panics: the log is corrupt.
 func (f *FSM) applyBatch(idx uint64, data []byte) any {
-	b := decodeData[cluster.Batch](idx, cluster.CmdBatch, data)
+	b, err := cluster.DecodeBatch(data)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", cluster.CmdBatch, idx, err))
+	}
 	res := &BatchResult{Results: make([]any, len(b.Items))}
 	for i, item := range b.Items {
 		if !cluster.Batchable(item.Type) {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/rodon-compute/rodon/api"
 	"github.com/rodon-compute/rodon/cluster"
@@ -19,10 +20,14 @@ type heartbeatAnswer struct {
 }
 
 // assignmentsAnswer is the answer of the assignments long poll
-// (client.Assignments).
+// (client.Assignments). With changes, Steps are only the live steps
+// changed after the request's index, and Live every live attempt
+// (docs/PROTOCOL.md, "Assignments").
 type assignmentsAnswer struct {
-	Index uint64         `json:"index"`
-	Steps []cluster.Step `json:"steps"`
+	Index   uint64                `json:"index"`
+	Steps   []cluster.Step        `json:"steps"`
+	Changes bool                  `json:"changes,omitempty"`
+	Live    []cluster.StepAttempt `json:"live,omitempty"`
 }
 
 // decodeRegister decodes and checks the body of POST /v1/agent/register.
@@ -126,14 +131,28 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// handleAssignments serves GET /v1/agent/assignments, the long poll of a
+// node's assignments: at once when index is zero or they changed after
+// it, else when they change (the node's assignment topic) or the wait
+// ends. With changes=true the answer carries only the steps changed after
+// index, and the live attempts, when index can serve as the base (see
+// State.AssignmentChanges); otherwise, and for an agent that does not
+// ask, every live step.
 func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error {
-	node := cluster.NodeID(r.URL.Query().Get("node"))
+	q := r.URL.Query()
+	node := cluster.NodeID(q.Get("node"))
 	if node == "" {
 		return badRequest("query parameter node: missing: want the node's id")
 	}
 	index, wait, err := queryIndex(r, s.cfg.MaxWait)
 	if err != nil {
 		return err
+	}
+	var changes bool
+	if v := q.Get("changes"); v != "" {
+		if changes, err = strconv.ParseBool(v); err != nil {
+			return badRequest("query parameter changes: %q: want true or false", v)
+		}
 	}
 	st := s.fsm.State()
 	if _, ok := st.Node(node); !ok {
@@ -142,16 +161,23 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) error
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	for {
-		idx := st.Index()
+		changed := st.watch(assignTopic(node))
 		if index == 0 || st.AssignmentsIndex(node) > index || wait == 0 || ctx.Err() != nil {
-			steps := st.Assignments(node)
+			after := uint64(0)
+			if changes {
+				after = index
+			}
+			idx, steps, live, delta := st.AssignmentChanges(node, after)
 			for i := range steps {
 				steps[i] = s.openWorkspace(r.Context(), s.openTicket(s.openEnv(steps[i])))
 			}
-			writeIndexed(w, http.StatusOK, idx, assignmentsAnswer{Index: idx, Steps: steps})
+			writeIndexed(w, http.StatusOK, idx, assignmentsAnswer{Index: idx, Steps: steps, Changes: delta, Live: live})
 			return nil
 		}
-		_, _ = st.WaitIndex(ctx, idx)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
 	}
 }
 
@@ -161,7 +187,7 @@ func (s *Server) stepReport(r *http.Request, body cluster.StepID) (cluster.StepI
 	if body != "" && body != id {
 		return id, badRequest("field \"step\": %q, but the path names step %q", body, id)
 	}
-	if _, ok := s.fsm.State().Step(id); !ok {
+	if _, ok := s.fsm.State().StepNode(id); !ok {
 		return id, notFound("step %s: not found", id)
 	}
 	return id, nil

@@ -92,7 +92,7 @@ func (s *Server) reportCommand(node cluster.NodeID, rep cluster.Report, now time
 		if id == "" {
 			return badRequest("field \"step\": missing")
 		}
-		if _, ok := st.Step(id); !ok {
+		if _, ok := st.StepNode(id); !ok {
 			return notFound("step %s: not found", id)
 		}
 		return nil
@@ -180,7 +180,7 @@ func (s *Server) ownReport(r *http.Request, c caller, cmd cluster.Command) error
 	case cluster.ConfirmCancel:
 		id, action = x.Step, "confirm a step's cancel"
 	}
-	if step, ok := s.fsm.State().Step(id); ok && string(step.Node) != c.id.Name {
+	if node, ok := s.fsm.State().StepNode(id); ok && string(node) != c.id.Name {
 		err := refusal(c.id, "%s may not %s for step %s: its current attempt is not on node %s", c.id, action, id, c.id.Name)
 		s.metrics.forbidden.WithLabelValues(string(c.id.Role), r.Pattern).Inc()
 		s.logger.Warn("report refused", "identity", c.id.String(), "route", r.Pattern, "step", id, "reason", err.msg)

@@ -73,7 +73,7 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 		s.beats.Store(newHeartbeats())
 		s.establish(ctx)
 		for _, loop := range s.leaderLoops(since) {
-			wg.Go(func() { s.loop(ctx, loop.name, loop.fn) })
+			wg.Go(func() { s.loop(ctx, loop) })
 		}
 	})
 	return func() {
@@ -85,22 +85,42 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 }
 
 // leaderLoop is one loop of the leader: a pass returns when the next is
-// due for the clock (see loop).
+// due for the clock (see loop); a change of one of the wake topics calls
+// for a pass at once, and so does one of the idle topics when the pass
+// returned no time (it had nothing pending that the clock could make due).
 type leaderLoop struct {
-	name string
-	fn   func(context.Context) time.Time
+	name       string
+	fn         func(context.Context) time.Time
+	wake, idle []topic
 }
 
 // leaderLoops are the loops the leader runs; since is when it took
 // office.
+//
+// Why each waits for what it does: placement for a step to place
+// (queued) or room for one (capacity, nodes); node_ttl and drain for a
+// node's record and their deadlines; queue_expiry for a step queued (as
+// the design has it: its deadline is later than those computed, but for
+// a change of the leader's clock); start_timeout for its deadlines only
+// while it has any (a new placement's deadline is never earlier than
+// those of the attempts already placed, see checkStarts), else for a
+// placement; compaction likewise for a step that ends (one that ends
+// later is compacted later).
 func (s *Server) leaderLoops(since time.Time) []leaderLoop {
+	var (
+		queued   = topic{kind: topicQueued}
+		placed   = topic{kind: topicPlaced}
+		capacity = topic{kind: topicCapacity}
+		nodes    = topic{kind: topicNodes}
+		ended    = topic{kind: topicEnded}
+	)
 	return []leaderLoop{
-		{"placement", s.placeQueued},
-		{"node_ttl", func(ctx context.Context) time.Time { return s.checkNodes(ctx, since) }},
-		{"drain", s.checkDrains},
-		{"queue_expiry", s.expireQueued},
-		{"start_timeout", s.checkStarts},
-		{"compaction", s.compactSteps},
+		{name: "placement", fn: s.placeQueued, wake: []topic{queued, capacity, nodes}},
+		{name: "node_ttl", fn: func(ctx context.Context) time.Time { return s.checkNodes(ctx, since) }, wake: []topic{nodes}},
+		{name: "drain", fn: s.checkDrains, wake: []topic{nodes}},
+		{name: "queue_expiry", fn: s.expireQueued, wake: []topic{queued}},
+		{name: "start_timeout", fn: s.checkStarts, idle: []topic{placed}},
+		{name: "compaction", fn: s.compactSteps, idle: []topic{ended}},
 	}
 }
 
@@ -132,23 +152,34 @@ func (s *Server) establish(ctx context.Context) {
 	}
 }
 
-// loop runs one leader loop until ctx ends: fn does a pass and returns when
-// the next pass is due for the clock (zero: only when the state changes);
-// a pass also runs after every change of the state.
-func (s *Server) loop(ctx context.Context, name string, fn func(context.Context) time.Time) {
-	logger := s.logger.With("loop", name)
+// loop runs one leader loop until ctx ends: l.fn does a pass and returns
+// when the next pass is due for the clock (zero: only when one of its
+// topics changes); a pass also runs after a change of one of l.wake, or
+// of l.idle after a pass that returned zero. The topics are watched
+// before the pass reads the state, so that no change is missed.
+func (s *Server) loop(ctx context.Context, l leaderLoop) {
+	logger := s.logger.With("loop", l.name)
 	logger.Debug("leader loop started")
 	s.loops.Add(1)
 	defer s.loops.Add(-1)
 	st := s.fsm.State()
+	chans := make([]<-chan struct{}, 0, len(l.wake)+len(l.idle))
 	for ctx.Err() == nil {
-		idx := st.Index()
-		next := fn(ctx)
+		chans = chans[:0]
+		for _, t := range l.wake {
+			chans = append(chans, st.watch(t))
+		}
+		n := len(chans)
+		for _, t := range l.idle {
+			chans = append(chans, st.watch(t))
+		}
+		next := l.fn(ctx)
 		wctx, cancel := ctx, context.CancelFunc(func() {})
 		if !next.IsZero() {
 			wctx, cancel = context.WithDeadline(ctx, next)
+			chans = chans[:n]
 		}
-		_, _ = st.WaitIndex(wctx, idx)
+		_ = waitTopics(wctx, chans)
 		cancel()
 	}
 	logger.Debug("leader loop stopped")

@@ -11,8 +11,9 @@ import (
 
 // Each pass of a leader loop reads the state, applies what is due, and
 // returns when the next pass is due for the clock (zero: only on the next
-// change of the state). A failed Apply is logged and retried on the next
-// pass; after leadership is lost, the loops are stopped.
+// change of one of the loop's topics, see leaderLoops). A failed Apply is
+// logged and retried on a pass a second later at the latest; after
+// leadership is lost, the loops are stopped.
 
 // placeQueued places the queued steps, oldest first, each on the node
 // Place picks given the reservations so far, in one pass over one read of
@@ -73,9 +74,11 @@ func (s *Server) placeQueued(ctx context.Context) time.Time {
 		cmds = append(cmds, cluster.StepsWaiting{Waits: waits[:n], At: s.now()})
 		waits = waits[n:]
 	}
+	var next time.Time
 	results, err := s.applyAll(ctx, cmds)
 	if err != nil {
 		s.loopError(ctx, "place steps", err, "commands", len(cmds), "applied", len(results))
+		next = s.now().Add(time.Second)
 	}
 	for i, res := range results {
 		step, isPlace := placed[i]
@@ -84,13 +87,16 @@ func (s *Server) placeQueued(ctx context.Context) time.Time {
 		case err != nil && isPlace:
 			s.setPending(step.ID, err.Error())
 			s.loopError(ctx, "place step", err, "step", step.ID)
+			// The change that refused it woke the loop already; this
+			// bounds the wait should it be one no topic names.
+			next = earliest(next, s.now().Add(time.Second))
 		case err != nil:
 			s.loopError(ctx, "record placement outcome", err, "command", cmds[i].CommandType())
 		case isPlace:
 			s.metrics.placement.Observe(cmds[i].(cluster.PlaceStep).At.Sub(step.Phases.Queued).Seconds())
 		}
 	}
-	return time.Time{}
+	return next
 }
 
 // applyAll logs cmds, which must be batchable, in order and in as few
@@ -159,6 +165,9 @@ func (s *Server) checkStarts(ctx context.Context) time.Time {
 			due := step.Phases.Placed.Add(b.bound)
 			now := s.now()
 			if now.Before(due) {
+				// The loop waits for no other change while it has a
+				// time: a placed attempt that starts meanwhile is due
+				// later (CreateTimeout >= StartTimeout, see Config).
 				next = earliest(next, due)
 				continue
 			}
@@ -176,7 +185,7 @@ func (s *Server) checkStarts(ctx context.Context) time.Time {
 
 // compactSteps removes from the replicated state the terminal steps that
 // ended more than StepRetention ago, maxCompact per compact_steps entry
-// (each entry wakes the loop for the next), and is due again when the
+// (each is followed by another pass at once), and is due again when the
 // oldest remaining one's retention ends.
 func (s *Server) compactSteps(ctx context.Context) time.Time {
 	oldest, ok := s.fsm.State().OldestEnded()
@@ -200,7 +209,10 @@ func (s *Server) compactSteps(ctx context.Context) time.Time {
 	s.metrics.compacted.Add(float64(n))
 	s.metrics.compactionRun.Set(float64(now.UnixNano()) / 1e9)
 	s.logger.Info("terminal steps compacted", "steps", n, "ended_before", before, "retention", s.cfg.StepRetention)
-	return time.Time{}
+	if n == 0 {
+		return now.Add(time.Second) // none could go: not at once again
+	}
+	return now // due again at once: more may be past their retention
 }
 
 // checkNodes declares down the nodes silent for longer than the TTL. A

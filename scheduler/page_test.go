@@ -66,6 +66,9 @@ func TestStepsPage(t *testing.T) {
 	want[StepFilter{}] = all
 	want[StepFilter{State: cluster.StateLost}] = nil
 	want[StepFilter{Node: "n9"}] = nil
+	// Indexes every step left (they stay, empty).
+	want[StepFilter{State: cluster.StatePlaced}] = nil
+	want[StepFilter{State: cluster.StateStarting, Node: "n1"}] = nil
 
 	check := func(t *testing.T, st *State) {
 		t.Helper()
@@ -81,6 +84,12 @@ func TestStepsPage(t *testing.T) {
 			}
 			if got := stepIDs(st.Steps(f)); !cmp.Equal(got, ids, cmpEmpty) {
 				t.Errorf("Steps(%+v) = %v, want %v", f, got, ids)
+			}
+		}
+		// The indexes hold each step's current record, not an earlier one.
+		for _, s := range st.Steps(StepFilter{}) {
+			if cur, _ := st.Step(s.ID); !cmp.Equal(s, cur) {
+				t.Errorf("Steps() has %s as %s (index %d), the state has it %s (index %d)", s.ID, s.State, s.ModifyIndex, cur.State, cur.ModifyIndex)
 			}
 		}
 	}

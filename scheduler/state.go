@@ -57,6 +57,12 @@ type State struct {
 	// ws holds the workspaces of the store and their revisions
 	// (ws_state.go).
 	ws wsState
+
+	// wmu guards watchers, the channels of the topics being waited for
+	// (state_watch.go); closed and dropped by a change of their topic.
+	// Held inside mu, never the other way round.
+	wmu      sync.Mutex
+	watchers map[topic]chan struct{}
 }
 
 func newState() *State {
@@ -77,6 +83,7 @@ func newState() *State {
 		recordOrder:   make(map[string]*recordTree),
 		gateways:      make(map[string]*cluster.Gateway),
 		ws:            newWSState(),
+		watchers:      make(map[topic]chan struct{}),
 	}
 }
 
@@ -87,6 +94,7 @@ func (st *State) takeNodesAndSteps(fresh *State) {
 	st.nodes, st.nodeOrder = fresh.nodes, fresh.nodeOrder
 	st.steps, st.live, st.usage, st.ordered, st.ended = fresh.steps, fresh.live, fresh.usage, fresh.ordered, fresh.ended
 	st.assigned = fresh.assigned
+	st.notifyAll()
 }
 
 // putStep stores s in place of old (nil for a new step) and keeps the
@@ -94,20 +102,28 @@ func (st *State) takeNodesAndSteps(fresh *State) {
 // afterwards.
 func (st *State) putStep(old, s *cluster.Step) {
 	if old != nil {
-		st.indexStep(old, -1)
+		st.liveStep(old, -1)
 		if old.Live() {
 			st.assigned[old.Node] = max(st.assigned[old.Node], s.ModifyIndex)
 		}
 	}
 	st.steps[s.ID] = s
-	st.indexStep(s, 1)
+	st.reorderStep(old, s)
+	st.liveStep(s, 1)
 	if s.Live() {
 		st.assigned[s.Node] = max(st.assigned[s.Node], s.ModifyIndex)
 	}
+	st.stepTopics(old, s)
 }
 
 func (st *State) indexStep(s *cluster.Step, sign int) {
 	st.orderStep(s, sign)
+	st.liveStep(s, sign)
+}
+
+// liveStep adds (sign 1) or removes (sign -1) s in the live sets and
+// usage of its node, if it is live. The caller holds mu for writing.
+func (st *State) liveStep(s *cluster.Step, sign int) {
 	if !s.Live() {
 		return
 	}
@@ -230,6 +246,19 @@ func (st *State) Step(id cluster.StepID) (cluster.Step, bool) {
 	return s.Clone(), true
 }
 
+// StepNode returns the node of the current attempt of the step with the
+// given ID ("" while it has none), without copying the step: the checks
+// of an agent's report need no more.
+func (st *State) StepNode(id cluster.StepID) (cluster.NodeID, bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	s, ok := st.steps[id]
+	if !ok {
+		return "", false
+	}
+	return s.Node, true
+}
+
 // StepFilter selects steps; a zero field selects all.
 type StepFilter struct {
 	State cluster.StepState
@@ -242,7 +271,7 @@ func (st *State) Steps(f StepFilter) []cluster.Step {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	var out []cluster.Step
-	if t := st.ordered[f]; t != nil {
+	if t := st.ordered[f]; t != nil && t.Len() > 0 {
 		out = make([]cluster.Step, 0, t.Len())
 		t.Ascend(func(s *cluster.Step) bool {
 			out = append(out, s.Clone())
@@ -263,6 +292,38 @@ func (st *State) Assignments(node cluster.NodeID) []cluster.Step {
 	}
 	sortSteps(out)
 	return out
+}
+
+// AssignmentChanges returns, as of one index (returned), the live steps
+// of node changed after index after, oldest submission first, and every
+// live attempt of node, by step id: what an agent that holds the node's
+// assignments as of after needs to hold them as of index. changes is
+// false when after cannot serve as a base: zero, ahead of this state (a
+// member behind the one that answered before), or before a restore
+// (which may have replaced any step); then steps are all the live steps,
+// as Assignments returns them, and live is nil.
+func (st *State) AssignmentChanges(node cluster.NodeID, after uint64) (index uint64, steps []cluster.Step, live []cluster.StepAttempt, changes bool) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	ids := st.live[node]
+	changes = after > 0 && after <= st.index && after >= st.reset
+	if changes {
+		live = make([]cluster.StepAttempt, 0, len(ids))
+	}
+	steps = make([]cluster.Step, 0)
+	for id := range ids {
+		s := st.steps[id]
+		if changes {
+			live = append(live, cluster.StepAttempt{Step: s.ID, Attempt: s.Attempts})
+			if s.ModifyIndex <= after {
+				continue
+			}
+		}
+		steps = append(steps, s.Clone())
+	}
+	sortSteps(steps)
+	slices.SortFunc(live, func(a, b cluster.StepAttempt) int { return cmp.Compare(a.Step, b.Step) })
+	return st.index, steps, live, changes
 }
 
 // AssignmentsIndex returns the index of the last entry that changed the

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,32 +47,26 @@ func endedAt(s *cluster.Step) time.Time {
 }
 
 // stepKeys returns the filters whose ordered index s belongs to: of all
-// steps (the zero filter), of its state, of its node, of both.
-func stepKeys(s *cluster.Step) []StepFilter {
-	keys := []StepFilter{{}, {State: s.State}}
-	if s.Node != "" {
-		keys = append(keys, StepFilter{Node: s.Node}, StepFilter{State: s.State, Node: s.Node})
+// steps (the zero filter), of its state, of its node, of both. The keys
+// are the first n of the array (no allocation: it runs on every apply).
+func stepKeys(s *cluster.Step) (keys [4]StepFilter, n int) {
+	keys[0], keys[1] = StepFilter{}, StepFilter{State: s.State}
+	if s.Node == "" {
+		return keys, 2
 	}
-	return keys
+	keys[2], keys[3] = StepFilter{Node: s.Node}, StepFilter{State: s.State, Node: s.Node}
+	return keys, 4
 }
 
 // orderStep adds (sign 1) or removes (sign -1) s in the ordered indexes.
 // The caller holds mu for writing.
 func (st *State) orderStep(s *cluster.Step, sign int) {
-	for _, k := range stepKeys(s) {
-		t := st.ordered[k]
-		switch {
-		case sign > 0 && t == nil:
-			t = btree.NewG(treeDegree, stepLess)
-			st.ordered[k] = t
-			fallthrough
-		case sign > 0:
-			t.ReplaceOrInsert(s)
-		case t != nil:
-			t.Delete(s)
-			if t.Len() == 0 {
-				delete(st.ordered, k)
-			}
+	keys, n := stepKeys(s)
+	for _, k := range keys[:n] {
+		if sign > 0 {
+			st.orderedTree(k).ReplaceOrInsert(s)
+		} else {
+			st.unorder(k, s)
 		}
 	}
 	if s.State.Terminal() {
@@ -81,6 +76,58 @@ func (st *State) orderStep(s *cluster.Step, sign int) {
 			st.ended.Delete(s)
 		}
 	}
+}
+
+// reorderStep puts s in the ordered indexes in place of old (nil for a
+// new step), which has the same order key (CreateIndex, ID): the indexes
+// of both are replaced in place, one operation instead of a removal and
+// an insertion; the others are changed as orderStep would. The caller
+// holds mu for writing.
+func (st *State) reorderStep(old, s *cluster.Step) {
+	if old == nil || old.CreateIndex != s.CreateIndex || old.ID != s.ID {
+		if old != nil {
+			st.orderStep(old, -1)
+		}
+		st.orderStep(s, 1)
+		return
+	}
+	oldKeys, on := stepKeys(old)
+	newKeys, nn := stepKeys(s)
+	for _, k := range oldKeys[:on] {
+		if !slices.Contains(newKeys[:nn], k) {
+			st.unorder(k, old)
+		}
+	}
+	for _, k := range newKeys[:nn] {
+		st.orderedTree(k).ReplaceOrInsert(s)
+	}
+	// The ended index orders by end time, which may change: as before.
+	if old.State.Terminal() {
+		st.ended.Delete(old)
+	}
+	if s.State.Terminal() {
+		st.ended.ReplaceOrInsert(s)
+	}
+}
+
+// unorder removes s from the ordered index k. An index left empty is
+// kept for the next step of its key (there are a few per state and node),
+// rather than made again. The caller holds mu for writing.
+func (st *State) unorder(k StepFilter, s *cluster.Step) {
+	if t := st.ordered[k]; t != nil {
+		t.Delete(s)
+	}
+}
+
+// orderedTree returns the ordered index of k, made if there is none.
+// The caller holds mu for writing.
+func (st *State) orderedTree(k StepFilter) *stepTree {
+	t := st.ordered[k]
+	if t == nil {
+		t = btree.NewG(treeDegree, stepLess)
+		st.ordered[k] = t
+	}
+	return t
 }
 
 // removeStep removes s, a terminal step, from the state and its indexes.
@@ -205,6 +252,7 @@ func (st *State) putNode(n *cluster.Node) {
 		st.nodeOrder.ReplaceOrInsert(n.ID)
 	}
 	st.nodes[n.ID] = n
+	st.notify(topic{kind: topicNodes})
 }
 
 // NodesPage returns at most limit nodes, by id, from the first id at or

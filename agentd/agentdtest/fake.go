@@ -35,8 +35,10 @@ type FakeAgent struct {
 	mu sync.Mutex
 	// starts counts the attempts the agent started, by step and attempt.
 	starts map[cluster.StepAttempt]int
-	// Ran counts the steps the agent reported exited.
-	Ran int
+	// Ran counts the steps the agent reported exited, and exited holds
+	// them.
+	Ran    int
+	exited map[cluster.StepID]bool
 }
 
 // Starts returns how many times the agent started each attempt it was
@@ -54,10 +56,19 @@ func (a *FakeAgent) Exited() int {
 	return a.Ran
 }
 
+// HasExited reports whether the agent reported step id exited (and the
+// report was acknowledged).
+func (a *FakeAgent) HasExited(id cluster.StepID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.exited[id]
+}
+
 // Run registers the node and serves its assignments until ctx ends.
 func (a *FakeAgent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.starts = map[cluster.StepAttempt]int{}
+	a.exited = map[cluster.StepID]bool{}
 	a.mu.Unlock()
 	_, err := a.Client.Register(ctx, cluster.RegisterNode{
 		Node: a.Node, Address: netip.MustParseAddrPort("127.0.0.1:1"), Capacity: a.Capacity,
@@ -82,7 +93,9 @@ func (a *FakeAgent) Run(ctx context.Context) error {
 	}()
 	var index uint64
 	for ctx.Err() == nil {
-		as, err := a.Client.Assignments(ctx, a.Node, index, 10*time.Second)
+		// Only the changed steps: the agent needs no list of the live
+		// ones, as it keeps every attempt it started (starts).
+		as, err := a.Client.AssignmentChanges(ctx, a.Node, index, 10*time.Second)
 		if err != nil {
 			continue
 		}
@@ -132,6 +145,7 @@ func (a *FakeAgent) finish(ctx context.Context, st cluster.Step) {
 	if err == nil {
 		a.mu.Lock()
 		a.Ran++
+		a.exited[st.ID] = true
 		a.mu.Unlock()
 	}
 }

@@ -44,6 +44,9 @@ type tpResult struct {
 	// that the steps took, by type (the FSM's counters).
 	entries, items map[string]float64
 	check          lifeCheck
+	// cpu is the CPU time the members and this process used during the
+	// steps.
+	cpu cpuTimes
 }
 
 func startThroughput(c config, dir string, mode benchtls.Mode) (*tpCluster, error) {
@@ -151,6 +154,10 @@ func (tc *tpCluster) steps(n int, r *tpResult) error {
 		return err
 	}
 	exitedBefore := tc.exited()
+	cpuBefore, err := tc.cpu()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	next := make(chan int)
 	go func() {
@@ -176,13 +183,22 @@ func (tc *tpCluster) steps(n int, r *tpResult) error {
 	wg.Wait()
 	submitted := time.Since(start)
 	want := n - int(failed.Load())
-	for tc.exited()-exitedBefore < want {
+	// A submission that failed may still have committed, and its step
+	// run: the count is a cheap first test, then every accepted step
+	// must be seen exited (else the check below would read the state
+	// while steps still run).
+	for tc.exited()-exitedBefore < want || !tc.allExited(accepted) {
 		if time.Since(start) > 10*time.Minute {
 			break // the check below counts what is missing
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	cpuAfter, err := tc.cpu()
+	if err != nil {
+		return err
+	}
+	r.cpu = cpuTimes{members: cpuAfter.members - cpuBefore.members, bench: cpuAfter.bench - cpuBefore.bench}
 	after, err := tc.scrape()
 	if err != nil {
 		return err
@@ -193,6 +209,21 @@ func (tc *tpCluster) steps(n int, r *tpResult) error {
 	r.entries, r.items = delta(after.entries, before.entries), delta(after.items, before.items)
 	r.check, err = tc.check(ctx, accepted)
 	return err
+}
+
+// allExited reports whether a fake agent reported every accepted step
+// exited.
+func (tc *tpCluster) allExited(accepted []bool) bool {
+	for i, ok := range accepted {
+		if !ok {
+			continue
+		}
+		id := cluster.StepID(stepID(i))
+		if !slices.ContainsFunc(tc.fakes, func(a *agentdtest.FakeAgent) bool { return a.HasExited(id) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // stepID is the id of the bench's step i.
@@ -384,6 +415,9 @@ func throughput(b *strings.Builder, c config, dir string, plain, tlsMode benchtl
 	row("steps submitted per second", "%.0f", p.submitPerSec, t.submitPerSec, false)
 	row("**whole step lifecycles committed per second** (submit, place, running, exit)", "%.0f", p.stepsPerSec, t.stepsPerSec, true)
 	row("ratio: lifecycles per heartbeat write", "%.2f", p.stepsPerSec/p.beatWritesPerSec, t.stepsPerSec/t.beatWritesPerSec, false)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
+	row("CPU per lifecycle, the 3 members together (ms; hardly depends on the machine's other load)", "%.3f", ms(p.cpu.members), ms(t.cpu.members), false)
+	row("CPU per lifecycle, the bench's process (clients and fake agents; ms)", "%.3f", ms(p.cpu.bench), ms(t.cpu.bench), false)
 	row("Raft entries per lifecycle", "%.3f", sum(p.entries)/n, sum(t.entries)/n, false)
 	row("commands (batch items and single entries) per entry", "%.1f", sum(p.items)/sum(p.entries), sum(t.items)/sum(t.entries), false)
 	row("batch entries per lifecycle", "%.3f", p.entries["batch"]/n, t.entries["batch"]/n, false)

@@ -30,8 +30,16 @@ type Assignments struct {
 	// Assignments call to wait for a change.
 	Index uint64 `json:"index"`
 	// Steps are the node's placed, starting and running steps, oldest
-	// first, with their cancel state.
+	// first, with their cancel state; with Changes, only those of them
+	// that changed after the index the call passed.
 	Steps []cluster.Step `json:"steps"`
+	// Changes is set when Steps holds only the changes (an answer to
+	// AssignmentChanges that the scheduler could give as changes): every
+	// step not in Steps is as the previous answer had it, and Live lists
+	// the node's live attempts, by step id. A step no longer in Live is
+	// no longer assigned to the node.
+	Changes bool                  `json:"changes,omitempty"`
+	Live    []cluster.StepAttempt `json:"live,omitempty"`
 }
 
 // Register creates or updates the node's record and returns it.
@@ -55,6 +63,20 @@ func (c *Client) Heartbeat(ctx context.Context, h cluster.Heartbeat) (HeartbeatR
 func (c *Client) Assignments(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (Assignments, error) {
 	q := waitQuery(index, wait)
 	q.Set("node", string(node))
+	var out Assignments
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/agent/assignments", query: q}, nil, &out)
+	return out, err
+}
+
+// AssignmentChanges is Assignments for an agent that keeps the previous
+// answer: when it can, the scheduler answers only the steps changed after
+// index, with the list of live attempts (Changes set); otherwise (index
+// zero, a scheduler without changes, a member behind the index, a
+// restore since) every live step, as Assignments does.
+func (c *Client) AssignmentChanges(ctx context.Context, node cluster.NodeID, index uint64, wait time.Duration) (Assignments, error) {
+	q := waitQuery(index, wait)
+	q.Set("node", string(node))
+	q.Set("changes", "true")
 	var out Assignments
 	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/agent/assignments", query: q}, nil, &out)
 	return out, err
