@@ -16,27 +16,41 @@ import (
 	"github.com/rodon-compute/rodon/oci"
 )
 
-// setupNetwork gives the sandbox its network, when the runtime has one and
+// setupNetwork begins the sandbox's network, when the runtime has one and
 // the step may use it, and returns the spec options that put the sandbox in
-// it. Every sandbox gets a resolv.conf: the runtime's resolvers, or none.
-func (s *Sandbox) setupNetwork(ctx context.Context) ([]oci.SpecOpt, error) {
+// it and the function that finishes it. The namespace exists when it
+// returns, empty; finish makes the veth and attaches the egress filter, and
+// may run while the sandbox is created: runsc reads the namespace's links
+// when the sandbox starts. finish must return before the sandbox starts,
+// and before it is destroyed (a failed finish leaves no network behind; an
+// error here leaves the empty namespace to the sandbox's clean-up). Every
+// sandbox gets a resolv.conf: the runtime's resolvers, or none.
+func (s *Sandbox) setupNetwork(ctx context.Context) (opts []oci.SpecOpt, finish func() error, err error) {
 	var resolvers []netip.Addr
-	var opts []oci.SpecOpt
+	finish = func() error { return nil }
 	if n := s.rt.cfg.Network; n != nil && !s.step.NoInternet {
 		s.hasNet = true
-		sn, err := n.Setup(ctx, s.sandboxID())
+		p, err := n.Begin(ctx, s.sandboxID())
 		if err != nil {
-			return nil, fmt.Errorf("sandbox network: %w", err)
+			return nil, nil, fmt.Errorf("sandbox network: %w", err)
 		}
-		s.net = sn
-		resolvers = sn.Resolvers
-		opts = append(opts, oci.WithNetNS(sn.Net.NSPath))
+		finish = func() error {
+			sn, err := n.Finish(ctx, p)
+			if err != nil {
+				return fmt.Errorf("sandbox network: %w", err)
+			}
+			s.net = sn
+			return nil
+		}
+		resolvers = p.Resolvers
+		opts = append(opts, oci.WithNetNS(p.Net.NSPath))
 	}
 	rc := filepath.Join(s.ctlDir, "resolv.conf")
 	if err := os.WriteFile(rc, netpolicy.ResolvConf(resolvers), 0o644); err != nil {
-		return nil, fmt.Errorf("write resolv.conf: %w", err)
+		// The namespace is empty; the caller's clean-up removes it.
+		return nil, nil, fmt.Errorf("write resolv.conf: %w", err)
 	}
-	return append(opts, oci.WithResolvConf(rc)), nil
+	return append(opts, oci.WithResolvConf(rc)), finish, nil
 }
 
 // sandboxID is the sandbox's id, also before its container exists.

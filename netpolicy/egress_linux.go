@@ -375,15 +375,47 @@ func (s *SandboxEgress) Counters() (map[Reason]Count, error) {
 }
 
 // Setup makes the network of sandbox id and attaches the filter to its
-// veth before any packet can leave. On error nothing is left.
+// veth before any packet can leave. On error nothing is left. It is Begin
+// and Finish in one.
 func (e *Egress) Setup(ctx context.Context, id string) (*SandboxEgress, error) {
-	sn, err := e.m.Setup(ctx, id)
+	p, err := e.Begin(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	sb, err := e.attach(sn)
+	return e.Finish(ctx, p)
+}
+
+// PendingEgress is a sandbox network Begin made and Finish has not: its
+// namespace exists, empty, and its resolvers are chosen.
+type PendingEgress struct {
+	Net       *SandboxNet
+	Resolvers []netip.Addr
+}
+
+// Begin makes the empty namespace of sandbox id (Manager.Begin) and fixes
+// its resolvers, so that the sandbox's spec and resolv.conf can be written
+// and its runtime sandbox created while Finish makes the veth and attaches
+// the filter. No packet can leave before Finish: the namespace has no link
+// but loopback. Finish or Teardown must follow; Finish cleans up after
+// itself when it fails.
+func (e *Egress) Begin(ctx context.Context, id string) (*PendingEgress, error) {
+	sn, err := e.m.Begin(ctx, id)
 	if err != nil {
-		terr := e.m.Teardown(context.WithoutCancel(ctx), sn)
+		return nil, err
+	}
+	return &PendingEgress{Net: sn, Resolvers: e.Resolvers()}, nil
+}
+
+// Finish makes the veth, addresses and routes of a network Begin made and
+// attaches the filter to the veth before any packet can leave. On error
+// nothing of the network is left.
+func (e *Egress) Finish(ctx context.Context, p *PendingEgress) (*SandboxEgress, error) {
+	if err := e.m.Plumb(p.Net); err != nil {
+		return nil, err
+	}
+	sb, err := e.attach(p.Net, p.Resolvers)
+	if err != nil {
+		terr := e.m.Teardown(context.WithoutCancel(ctx), p.Net)
 		return nil, errors.Join(err, terr)
 	}
 	return sb, nil
@@ -407,11 +439,10 @@ func (e *Egress) Adopt(id string) (*SandboxEgress, error) {
 		return nil, fmt.Errorf("find veth %s of sandbox %s: %w", sn.HostIfname, id, err)
 	}
 	sn.HostIfindex = l.Attrs().Index
-	return e.attach(sn)
+	return e.attach(sn, e.Resolvers())
 }
 
-func (e *Egress) attach(sn *SandboxNet) (*SandboxEgress, error) {
-	res := e.Resolvers()
+func (e *Egress) attach(sn *SandboxNet, res []netip.Addr) (*SandboxEgress, error) {
 	var att *Attachment
 	err := doInNS(e.m.hostNS, func() (err error) {
 		att, err = e.f.Attach(sn.HostIfindex, SandboxConfig{Resolvers: res, LinkLocal: SandboxLinkLocal})

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // Naming of the objects a Manager creates. Sweep finds leftovers by these
@@ -99,6 +100,8 @@ type SandboxNet struct {
 	// the sandbox's default routes.
 	Addr4, Addr6       netip.Prefix
 	Gateway4, Gateway6 netip.Addr
+
+	begun time.Time // when Begin started, for Plumb's log
 }
 
 // NSName returns the namespace name of sandbox id.

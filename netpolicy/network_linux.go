@@ -69,15 +69,31 @@ func (m *Manager) Pool() *Pool { return m.pool }
 // the pool, lo and eth0 up, default routes via the node end, and, on first
 // use, forwarding and the pool's masquerade rules in the node namespace.
 // On error nothing made by this call is left. Setting up an ID that is
-// already set up fails and leaves the existing network alone.
+// already set up fails and leaves the existing network alone. It is Begin
+// and Plumb in one.
 func (m *Manager) Setup(ctx context.Context, id string) (*SandboxNet, error) {
+	sn, err := m.Begin(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Plumb(sn); err != nil {
+		return nil, err
+	}
+	return sn, nil
+}
+
+// Begin makes only the namespace of sandbox id, empty, and leases its
+// addresses: enough for a runtime to be told the namespace's path and
+// create its sandbox in it while Plumb makes the links (runsc reads the
+// namespace's links when the sandbox starts, not when it is created). Plumb
+// or Teardown must follow. On error nothing is left.
+func (m *Manager) Begin(ctx context.Context, id string) (*SandboxNet, error) {
 	if err := validID(id); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("set up network of sandbox %s: %w", id, err)
 	}
-	start := time.Now()
 	if err := m.ensureNode(ctx); err != nil {
 		return nil, err
 	}
@@ -85,6 +101,7 @@ func (m *Manager) Setup(ctx context.Context, id string) (*SandboxNet, error) {
 		ID:         id,
 		NSPath:     filepath.Join(m.cfg.NSDir, NSName(id)),
 		HostIfname: HostIfname(id),
+		begun:      time.Now(),
 	}
 	if _, err := os.Lstat(sn.NSPath); err == nil {
 		return nil, fmt.Errorf("set up network of sandbox %s: namespace %s already exists (tear it down first)", id, sn.NSPath)
@@ -98,17 +115,24 @@ func (m *Manager) Setup(ctx context.Context, id string) (*SandboxNet, error) {
 		m.pool.Release(id)
 		return nil, fmt.Errorf("set up network of sandbox %s: %w", id, err)
 	}
+	return sn, nil
+}
+
+// Plumb finishes the network Begin made: the veth pair, addresses and
+// routes. On error it removes the namespace too, as Setup would have left
+// nothing.
+func (m *Manager) Plumb(sn *SandboxNet) error {
 	if err := m.plumb(sn); err != nil {
 		// plumb deleted the veth if it made one.
 		cerr := removeNS(sn.NSPath)
 		if cerr == nil {
-			m.pool.Release(id)
+			m.pool.Release(sn.ID)
 		}
-		return nil, errors.Join(fmt.Errorf("set up network of sandbox %s: %w", id, err), cerr)
+		return errors.Join(fmt.Errorf("set up network of sandbox %s: %w", sn.ID, err), cerr)
 	}
-	m.logger.Debug("sandbox network set up", "sandbox_id", id, "host_ifname", sn.HostIfname,
-		"addr4", sn.Addr4, "addr6", sn.Addr6, "duration", time.Since(start))
-	return sn, nil
+	m.logger.Debug("sandbox network set up", "sandbox_id", sn.ID, "host_ifname", sn.HostIfname,
+		"addr4", sn.Addr4, "addr6", sn.Addr6, "duration", time.Since(sn.begun))
+	return nil
 }
 
 // Teardown removes the network of sn.ID: the node-side veth (which takes
