@@ -271,6 +271,11 @@ func (r *Runtime) prepare(ctx context.Context, id string, tmpl Step, labels map[
 	defer cancelTask()
 	t, err := c.NewTask(tctx, cio.NullIO)
 	if err != nil {
+		// A network that failed to finish tore its namespace down, maybe
+		// under runsc's create: its error is the cause, not runsc's.
+		if nerr := joinNet(); nerr != nil {
+			return nil, nerr
+		}
 		return nil, fmt.Errorf("create sandbox task %s: %w", id, err)
 	}
 	sb.task = t
