@@ -122,11 +122,13 @@ func DecodeBinary(data []byte, v any) error {
 
 func decodeBinary(data []byte, v any) error {
 	dec := binaryDecoders.Get().(*codec.Decoder)
-	defer binaryDecoders.Put(dec)
 	dec.ResetBytes(data)
 	if err := dec.Decode(v); err != nil {
+		// A decoder that failed is dropped: its state after an error is
+		// not to be trusted.
 		return err
 	}
+	defer binaryDecoders.Put(dec)
 	if n := dec.NumBytesRead(); n != len(data) {
 		return fmt.Errorf("%d bytes after the value", len(data)-n)
 	}
