@@ -54,11 +54,6 @@ type RaftConfig struct {
 	ApplyTimeout time.Duration
 }
 
-// logCacheSize is how many of the last log entries a member keeps in
-// memory in front of its BoltDB log (raft.LogCache; Consul and Nomad keep
-// 512): a batch entry is at most maxBatchBytes, so at most 128 MiB.
-const logCacheSize = 512
-
 // DefaultRaftConfig returns hashicorp/raft's defaults, which suit a LAN.
 func DefaultRaftConfig() RaftConfig {
 	d := raft.DefaultConfig()
@@ -169,14 +164,7 @@ func (r *Raft) Run(ctx context.Context) (err error) {
 		}
 		closers = append(closers, bolt)
 		if d.Logs == nil {
-			// The last entries stay in memory too (writes go through to
-			// BoltDB first): the leader reads each new entry back to
-			// replicate it, and a follower to apply it.
-			cache, err := raft.NewLogCache(logCacheSize, bolt)
-			if err != nil {
-				return fmt.Errorf("raft: log cache: %w", err)
-			}
-			d.Logs = cache
+			d.Logs = bolt
 		}
 		if d.Stable == nil {
 			d.Stable = bolt
