@@ -47,9 +47,11 @@ const (
 	CmdCommitRevision CommandType = 25
 	// 26 carries many of the other commands in one entry
 	// (command_batch.go). 27 drops one tenant's old audit entries (the
-	// scheduler's, as 24).
+	// scheduler's, as 24). 28 is a batch of the same commands in
+	// MessagePack instead of JSON (command_binary.go).
 	CmdBatch           CommandType = 26
 	CmdAuditDropTenant CommandType = 27
+	CmdBinaryBatch     CommandType = 28
 
 	IgnorableFlag CommandType = 0x80
 )
@@ -83,6 +85,7 @@ var commandNames = map[CommandType]string{
 	CmdCommitRevision:  "commit_revision",
 	CmdBatch:           "batch",
 	CmdAuditDropTenant: "audit_drop_tenant",
+	CmdBinaryBatch:     "binary_batch",
 }
 
 func (t CommandType) String() string {

@@ -15,9 +15,13 @@ import (
 // last member runs the new version; upgrade the followers first.
 const BatchVersion = 1
 
+// BinaryBatchVersion is the member version from which a member applies
+// CmdBinaryBatch entries, gated as BatchVersion gates CmdBatch.
+const BinaryBatchVersion = 2
+
 // MemberVersion is this build's member version, recorded in SetMember.
 // Raise it when a new entry type needs the gate BatchVersion gives.
-const MemberVersion = 1
+const MemberVersion = 2
 
 // Batch is one log entry that carries many commands, applied in order,
 // each with its own result, as if each were an entry of its own at the

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/rodon-compute/rodon/cluster"
 )
 
-// Limits of one CmdBatch entry, and how many entries of the batcher may
+// Limits of one CmdBatch or CmdBinaryBatch entry, and how many entries of the batcher may
 // be committing at once.
 const (
 	maxBatchItems = 512
@@ -37,11 +38,14 @@ const (
 // they do for a follower.
 type batcher struct {
 	raft *Raft
-	// allowed reports whether a CmdBatch entry may be logged (every
-	// member knows the type); if not, each command is an entry of its
-	// own.
-	allowed func(context.Context) bool
-	wake    chan struct{}
+	// format returns the batches every member knows (batchNone: each
+	// command is an entry of its own); each send asks.
+	format func(context.Context) batchFormat
+	// last is the format the last send found. Apply encodes a command
+	// in it ahead, outside run; send encodes again any command whose
+	// format is not its own.
+	last atomic.Uint32
+	wake chan struct{}
 
 	mu      sync.Mutex
 	queue   []*batchCall
@@ -50,8 +54,29 @@ type batcher struct {
 
 // batchCall is one queued command and where its answer goes.
 type batchCall struct {
-	item cluster.BatchItem
-	done chan batchAnswer // buffered: run never blocks on a caller
+	cmd cluster.Command
+	// item is cmd encoded in format.
+	item   cluster.BatchItem
+	format batchFormat
+	done   chan batchAnswer // buffered: run never blocks on a caller
+}
+
+// newCall encodes cmd as an item in the format the last send found.
+func (b *batcher) newCall(cmd cluster.Command) (*batchCall, error) {
+	f := batchFormat(b.last.Load())
+	item, err := newBatchItem(f, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &batchCall{cmd: cmd, item: item, format: f, done: make(chan batchAnswer, 1)}, nil
+}
+
+// encode returns c's item in format f, encoded again if need be.
+func (c *batchCall) encode(f batchFormat) (cluster.BatchItem, error) {
+	if f == c.format || f != batchBinary && c.format != batchBinary {
+		return c.item, nil
+	}
+	return newBatchItem(f, c.cmd)
 }
 
 type batchAnswer struct {
@@ -59,19 +84,18 @@ type batchAnswer struct {
 	err error
 }
 
-func newBatcher(r *Raft, allowed func(context.Context) bool) *batcher {
-	return &batcher{raft: r, allowed: allowed, wake: make(chan struct{}, 1)}
+func newBatcher(r *Raft, format func(context.Context) batchFormat) *batcher {
+	return &batcher{raft: r, format: format, wake: make(chan struct{}, 1)}
 }
 
 // Apply logs cmd, which must be batchable, in the next batch and returns
 // its own result or business error, as Raft.Apply does. If ctx ends first
 // the error is ctx's and the command may still apply.
 func (b *batcher) Apply(ctx context.Context, cmd cluster.Command) (any, error) {
-	item, err := cluster.NewBatchItem(cmd)
+	c, err := b.newCall(cmd)
 	if err != nil {
 		return nil, err
 	}
-	c := &batchCall{item: item, done: make(chan batchAnswer, 1)}
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
@@ -98,11 +122,11 @@ func (b *batcher) Apply(ctx context.Context, cmd cluster.Command) (any, error) {
 func (b *batcher) ApplyAll(ctx context.Context, cmds []cluster.Command) (results []any, err error) {
 	calls := make([]*batchCall, len(cmds))
 	for i, cmd := range cmds {
-		item, err := cluster.NewBatchItem(cmd)
+		c, err := b.newCall(cmd)
 		if err != nil {
 			return nil, err
 		}
-		calls[i] = &batchCall{item: item, done: make(chan batchAnswer, 1)}
+		calls[i] = c
 	}
 	b.mu.Lock()
 	if b.stopped {
@@ -215,10 +239,17 @@ func (b *batcher) stop() {
 // allowed or there is one call, an entry each; the function it returns
 // waits for them and answers each call.
 func (b *batcher) send(ctx context.Context, calls []*batchCall) (wait func()) {
-	if len(calls) == 1 || !b.allowed(ctx) {
+	f := b.format(ctx)
+	b.last.Store(uint32(f))
+	if len(calls) == 1 || f == batchNone {
 		waits := make([]func(context.Context) (any, error), len(calls))
 		for i, c := range calls {
-			waits[i] = b.raft.applyAsync(ctx, c.item.Type, append([]byte{byte(c.item.Type)}, c.item.Data...))
+			item, err := c.encode(batchJSON)
+			if err != nil {
+				waits[i] = func(context.Context) (any, error) { return nil, err }
+				continue
+			}
+			waits[i] = b.raft.applyAsync(ctx, item.Type, append([]byte{byte(item.Type)}, item.Data...))
 		}
 		return func() {
 			for i, c := range calls {
@@ -230,14 +261,22 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (wait func()) {
 			}
 		}
 	}
-	items := make([]cluster.BatchItem, len(calls))
-	for i, c := range calls {
-		items[i] = c.item
+	items, sent := make([]cluster.BatchItem, 0, len(calls)), calls[:0:0]
+	for _, c := range calls {
+		item, err := c.encode(f)
+		if err != nil {
+			// (A command that encoded once encodes in the other format
+			// too.) That call has its answer; the others are logged.
+			c.done <- batchAnswer{err: err}
+			continue
+		}
+		items, sent = append(items, item), append(sent, c)
 	}
-	w := b.raft.applyAsync(ctx, cluster.CmdBatch, cluster.EncodeBatch(items))
+	t, entry := encodeBatch(f, items)
+	w := b.raft.applyAsync(ctx, t, entry)
 	return func() {
 		res, err := w(ctx)
-		answerBatch(calls, res, leadershipErr(ctx, err))
+		answerBatch(sent, res, leadershipErr(ctx, err))
 	}
 }
 

@@ -22,12 +22,23 @@ import (
 // applyBatch applies cmds as one CmdBatch entry and returns its results.
 func (f *testFSM) applyBatch(t testing.TB, cmds ...cluster.Command) []any {
 	t.Helper()
-	b, err := cluster.NewBatch(cmds...)
-	if err != nil {
-		t.Fatal(err)
+	return f.applyBatchAs(t, batchJSON, cmds...)
+}
+
+// applyBatchAs applies cmds as one batch entry of format bf (CmdBatch or
+// CmdBinaryBatch) and returns its results.
+func (f *testFSM) applyBatchAs(t testing.TB, bf batchFormat, cmds ...cluster.Command) []any {
+	t.Helper()
+	items := make([]cluster.BatchItem, len(cmds))
+	for i, c := range cmds {
+		var err error
+		if items[i], err = newBatchItem(bf, c); err != nil {
+			t.Fatal(err)
+		}
 	}
+	_, entry := encodeBatch(bf, items)
 	f.idx++
-	res, ok := f.Apply(&raft.Log{Index: f.idx, Type: raft.LogCommand, Data: cluster.EncodeBatch(b.Items)}).(*BatchResult)
+	res, ok := f.Apply(&raft.Log{Index: f.idx, Type: raft.LogCommand, Data: entry}).(*BatchResult)
 	if !ok {
 		t.Fatalf("Apply(batch) is not a *BatchResult")
 	}
@@ -62,6 +73,12 @@ func TestApplyBatch(t *testing.T) {
 // leave as entries of their own (indexes apart), and its snapshot
 // restores as any other.
 func TestBatchSameStateAsEntries(t *testing.T) {
+	for _, bf := range []batchFormat{batchJSON, batchBinary} {
+		t.Run(fmt.Sprint(bf), func(t *testing.T) { testBatchSameStateAsEntries(t, bf) })
+	}
+}
+
+func testBatchSameStateAsEntries(t *testing.T, bf batchFormat) {
 	history := mixedHistory()
 	one := newTestFSM(t)
 	one.mustApply(t, history...)
@@ -70,7 +87,7 @@ func TestBatchSameStateAsEntries(t *testing.T) {
 	var run []cluster.Command
 	flush := func() {
 		if len(run) > 0 {
-			for i, r := range batched.applyBatch(t, run...) {
+			for i, r := range batched.applyBatchAs(t, bf, run...) {
 				if err, ok := r.(error); ok {
 					t.Fatalf("item %d (%s): %v", i, run[i].CommandType(), err)
 				}
@@ -121,6 +138,13 @@ func TestApplyBatchCorrupt(t *testing.T) {
 		{"ignorable unknown type", cluster.EncodeBatch([]cluster.BatchItem{item(cluster.IgnorableFlag|99, `{}`)})},
 		{"corrupt item", cluster.EncodeBatch([]cluster.BatchItem{item(cluster.CmdSubmitStep, `[1]`)})},
 		{"corrupt batch", append([]byte{byte(cluster.CmdBatch)}, "{nope"...)},
+		{"binary: nested batch", binaryBatch(t, item(cluster.CmdBatch, "\x80"))},
+		{"binary: not batchable", binaryBatch(t, item(cluster.CmdSetMember, "\x81\xa2id\xa2m1"))},
+		{"binary: corrupt item", binaryBatch(t, item(cluster.CmdSubmitStep, "\x91\x01"))},
+		{"binary: item of the wrong type", binaryBatch(t, item(cluster.CmdPlaceStep, "\x81\xa4step\x01"))},
+		{"binary: odd envelope", append([]byte{byte(cluster.CmdBinaryBatch)}, 0x91, 0x05)},
+		{"binary: JSON envelope", append([]byte{byte(cluster.CmdBinaryBatch)}, `{"items":[]}`...)},
+		{"binary: trailing bytes", append(binaryBatch(t), 0x00)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTestFSM(t)
@@ -137,6 +161,16 @@ func TestApplyBatchCorrupt(t *testing.T) {
 	}
 }
 
+// binaryBatch returns a CmdBinaryBatch entry of items as they are.
+func binaryBatch(t *testing.T, items ...cluster.BatchItem) []byte {
+	t.Helper()
+	return cluster.EncodeBinaryBatch(items)
+}
+
+func (f batchFormat) String() string {
+	return [...]string{"none", "json", "binary"}[f]
+}
+
 // TestBatcher commits many concurrent commands through the leader's
 // batcher on a real 3-member cluster, in fewer entries than commands, each
 // caller getting its own result; after its context ends, every caller is
@@ -147,7 +181,7 @@ func TestBatcher(t *testing.T) {
 	leader := c.waitLeader(c.members...)
 	mustRaftApply(t, leader, register("n1", 1000, 1<<42))
 	ctx, stop := context.WithCancel(t.Context())
-	b := newBatcher(leader.raft, func(context.Context) bool { return true })
+	b := newBatcher(leader.raft, func(context.Context) batchFormat { return batchJSON })
 	var wg sync.WaitGroup
 	wg.Go(func() { b.run(ctx) })
 	t.Cleanup(func() { stop(); wg.Wait() })
@@ -196,7 +230,7 @@ func TestBatcherNotAllowed(t *testing.T) {
 	c := newTestCluster(t, 3)
 	leader := c.waitLeader(c.members...)
 	ctx, stop := context.WithCancel(t.Context())
-	b := newBatcher(leader.raft, func(context.Context) bool { return false })
+	b := newBatcher(leader.raft, func(context.Context) batchFormat { return batchNone })
 	var wg sync.WaitGroup
 	wg.Go(func() { b.run(ctx) })
 	t.Cleanup(func() { stop(); wg.Wait() })
@@ -223,9 +257,9 @@ func TestBatchGate(t *testing.T) {
 	leader := c.waitLeader()
 	srv := leader.srv
 	deadline := time.Now().Add(5 * time.Second)
-	for !srv.batchesAllowed(t.Context()) {
+	for srv.batchFormat(t.Context()) != batchBinary {
 		if time.Now().After(deadline) {
-			t.Fatalf("batchesAllowed() = false with every member at version %d; records %v", cluster.MemberVersion, srv.fsm.State().Members())
+			t.Fatalf("batchFormat() = %v with every member at version %d; records %v", srv.batchFormat(t.Context()), cluster.MemberVersion, srv.fsm.State().Members())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -253,8 +287,44 @@ func TestBatchGate(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if after, _ := srv.fsm.Applied(); after[cluster.CmdBatch] != before[cluster.CmdBatch] {
-		t.Errorf("batch entries %d -> %d with a member at version 0, want none", before[cluster.CmdBatch], after[cluster.CmdBatch])
+	if after, _ := srv.fsm.Applied(); after[cluster.CmdBatch] != before[cluster.CmdBatch] || after[cluster.CmdBinaryBatch] != before[cluster.CmdBinaryBatch] {
+		t.Errorf("batch entries %d -> %d, binary %d -> %d with a member at version 0, want none",
+			before[cluster.CmdBatch], after[cluster.CmdBatch], before[cluster.CmdBinaryBatch], after[cluster.CmdBinaryBatch])
+	}
+
+	// A member at version 1 (batches, not binary ones): the leader logs
+	// JSON batches and no CmdBinaryBatch, which that member would stop at.
+	if _, err := srv.raft.Apply(t.Context(), cluster.SetMember{ID: old.ID, RaftAddress: old.RaftAddress, HTTPAddress: old.HTTPAddress,
+		Version: cluster.BatchVersion, At: at(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.batchFormat(t.Context()); got != batchJSON {
+		t.Fatalf("batchFormat() = %v with member %s at version %d, want json", got, old.ID, cluster.BatchVersion)
+	}
+	before, _ = srv.fsm.Applied()
+	b := srv.batcher.Load()
+	if b == nil {
+		t.Fatal("the leader has no batcher")
+	}
+	cmds := make([]cluster.Command, 20)
+	for i := range cmds {
+		cmds[i] = submit(cluster.StepID(fmt.Sprintf("j%02d", i)), false)
+	}
+	if _, err := b.ApplyAll(t.Context(), cmds); err != nil {
+		t.Fatalf("ApplyAll() = %v", err)
+	}
+	if _, err := srv.applyAll(t.Context(), []cluster.Command{submit("k1", false), submit("k2", false)}); err != nil {
+		t.Fatalf("applyAll() = %v", err)
+	}
+	after, _ := srv.fsm.Applied()
+	if after[cluster.CmdBinaryBatch] != before[cluster.CmdBinaryBatch] || after[cluster.CmdBatch] == before[cluster.CmdBatch] {
+		t.Errorf("batch entries %d -> %d, binary %d -> %d with a member at version %d, want JSON batches only",
+			before[cluster.CmdBatch], after[cluster.CmdBatch], before[cluster.CmdBinaryBatch], after[cluster.CmdBinaryBatch], cluster.BatchVersion)
+	}
+	for _, id := range []cluster.StepID{"j00", "j19", "k2"} {
+		if _, ok := srv.fsm.State().Step(id); !ok {
+			t.Errorf("step %s not recorded", id)
+		}
 	}
 }
 

@@ -58,11 +58,14 @@ func (f *FSM) Apply(l *raft.Log) any {
 
 	t := cluster.CommandType(l.Data[0])
 	f.entries[t].Add(1)
-	if t == cluster.CmdBatch {
+	switch t {
+	case cluster.CmdBatch:
 		return f.applyBatch(l.Index, l.Data[1:])
+	case cluster.CmdBinaryBatch:
+		return f.applyBinaryBatch(l.Index, l.Data[1:])
 	}
 	f.items[t].Add(1)
-	return f.applyOne(l.Index, t, l.Data[1:])
+	return f.applyOne(l.Index, t, l.Data[1:], decodeEntryJSON)
 }
 
 // Applied returns how many log entries this member applied by entry type,
@@ -91,13 +94,27 @@ func (f *FSM) applyBatch(idx uint64, data []byte) any {
 	if err != nil {
 		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", cluster.CmdBatch, idx, err))
 	}
+	return f.applyItems(idx, b, decodeEntryJSON)
+}
+
+// applyBinaryBatch applies a CmdBinaryBatch entry as applyBatch applies a
+// CmdBatch: the same items, each in MessagePack.
+func (f *FSM) applyBinaryBatch(idx uint64, data []byte) any {
+	b, err := cluster.DecodeBinaryBatch(data)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: at index %d: %v", idx, err))
+	}
+	return f.applyItems(idx, b, cluster.DecodeBinary)
+}
+
+func (f *FSM) applyItems(idx uint64, b cluster.Batch, decode decodeFunc) any {
 	res := &BatchResult{Results: make([]any, len(b.Items))}
 	for i, item := range b.Items {
 		if !cluster.Batchable(item.Type) {
 			panic(fmt.Sprintf("fsm: batch at index %d: item %d is %s, which a batch cannot carry", idx, i, item.Type))
 		}
 		f.items[item.Type].Add(1)
-		res.Results[i] = f.applyOne(idx, item.Type, item.Data)
+		res.Results[i] = f.applyOne(idx, item.Type, item.Data, decode)
 	}
 	return res
 }
@@ -108,63 +125,64 @@ type BatchResult struct {
 	Results []any
 }
 
-// applyOne applies one command of type t with payload data (JSON) at index
-// idx; the caller holds st.mu.
-func (f *FSM) applyOne(idx uint64, t cluster.CommandType, data []byte) any {
+// applyOne applies one command of type t with payload data at index idx,
+// decoded by decode (JSON, or MessagePack for the items of a
+// CmdBinaryBatch); the caller holds st.mu.
+func (f *FSM) applyOne(idx uint64, t cluster.CommandType, data []byte, decode decodeFunc) any {
 	st := f.st
 	switch t {
 	case cluster.CmdRegisterNode:
-		return st.applyRegisterNode(idx, decodeData[cluster.RegisterNode](idx, t, data))
+		return st.applyRegisterNode(idx, decodeData[cluster.RegisterNode](idx, t, data, decode))
 	case cluster.CmdHeartbeat:
-		return st.applyHeartbeat(idx, decodeData[cluster.Heartbeat](idx, t, data))
+		return st.applyHeartbeat(idx, decodeData[cluster.Heartbeat](idx, t, data, decode))
 	case cluster.CmdSetNodeState:
-		return st.applySetNodeState(idx, decodeData[cluster.SetNodeState](idx, t, data))
+		return st.applySetNodeState(idx, decodeData[cluster.SetNodeState](idx, t, data, decode))
 	case cluster.CmdSubmitStep:
-		return st.applySubmitStep(idx, decodeData[cluster.SubmitStep](idx, t, data))
+		return st.applySubmitStep(idx, decodeData[cluster.SubmitStep](idx, t, data, decode))
 	case cluster.CmdPlaceStep:
-		return st.applyPlaceStep(idx, decodeData[cluster.PlaceStep](idx, t, data))
+		return st.applyPlaceStep(idx, decodeData[cluster.PlaceStep](idx, t, data, decode))
 	case cluster.CmdStepPhase:
-		return st.applyStepPhase(idx, decodeData[cluster.StepPhase](idx, t, data))
+		return st.applyStepPhase(idx, decodeData[cluster.StepPhase](idx, t, data, decode))
 	case cluster.CmdStepExit:
-		return st.applyStepExit(idx, decodeData[cluster.StepExit](idx, t, data))
+		return st.applyStepExit(idx, decodeData[cluster.StepExit](idx, t, data, decode))
 	case cluster.CmdRequestCancel:
-		return st.applyRequestCancel(idx, decodeData[cluster.RequestCancel](idx, t, data))
+		return st.applyRequestCancel(idx, decodeData[cluster.RequestCancel](idx, t, data, decode))
 	case cluster.CmdConfirmCancel:
-		return st.applyConfirmCancel(idx, decodeData[cluster.ConfirmCancel](idx, t, data))
+		return st.applyConfirmCancel(idx, decodeData[cluster.ConfirmCancel](idx, t, data, decode))
 	case cluster.CmdMarkNodeLost:
-		return st.applyMarkNodeLost(idx, decodeData[cluster.MarkNodeLost](idx, t, data))
+		return st.applyMarkNodeLost(idx, decodeData[cluster.MarkNodeLost](idx, t, data, decode))
 	case cluster.CmdExpire:
-		return st.applyExpire(idx, decodeData[cluster.Expire](idx, t, data))
+		return st.applyExpire(idx, decodeData[cluster.Expire](idx, t, data, decode))
 	case cluster.CmdStepEvents:
-		return st.applyStepEvents(idx, decodeData[cluster.StepEvents](idx, t, data))
+		return st.applyStepEvents(idx, decodeData[cluster.StepEvents](idx, t, data, decode))
 	case cluster.CmdSetMember:
-		return st.applySetMember(idx, decodeData[cluster.SetMember](idx, t, data))
+		return st.applySetMember(idx, decodeData[cluster.SetMember](idx, t, data, decode))
 	case cluster.CmdRemoveMember:
-		return st.applyRemoveMember(idx, decodeData[cluster.RemoveMember](idx, t, data))
+		return st.applyRemoveMember(idx, decodeData[cluster.RemoveMember](idx, t, data, decode))
 	case cluster.CmdRestore:
-		return st.applyRestore(idx, decodeData[cluster.Restore](idx, t, data))
+		return st.applyRestore(idx, decodeData[cluster.Restore](idx, t, data, decode))
 	case cluster.CmdSetGateway:
-		return st.applySetGateway(idx, decodeData[cluster.SetGateway](idx, t, data))
+		return st.applySetGateway(idx, decodeData[cluster.SetGateway](idx, t, data, decode))
 	case cluster.CmdStepUnplaceable:
-		return st.applyStepUnplaceable(idx, decodeData[cluster.StepUnplaceable](idx, t, data))
+		return st.applyStepUnplaceable(idx, decodeData[cluster.StepUnplaceable](idx, t, data, decode))
 	case cluster.CmdStepsWaiting:
-		return st.applyStepsWaiting(idx, decodeData[cluster.StepsWaiting](idx, t, data))
+		return st.applyStepsWaiting(idx, decodeData[cluster.StepsWaiting](idx, t, data, decode))
 	case cluster.CmdStartTimeout:
-		return st.applyStartTimeout(idx, decodeData[cluster.StartTimeout](idx, t, data))
+		return st.applyStartTimeout(idx, decodeData[cluster.StartTimeout](idx, t, data, decode))
 	case cluster.CmdCompactSteps:
-		return st.applyCompactSteps(idx, decodeData[cluster.CompactSteps](idx, t, data))
+		return st.applyCompactSteps(idx, decodeData[cluster.CompactSteps](idx, t, data, decode))
 	case cluster.CmdRecordPut:
-		return st.applyRecordPut(idx, decodeData[RecordPut](idx, t, data))
+		return st.applyRecordPut(idx, decodeData[RecordPut](idx, t, data, decode))
 	case cluster.CmdRecordDelete:
-		return st.applyRecordDelete(idx, decodeData[RecordDelete](idx, t, data))
+		return st.applyRecordDelete(idx, decodeData[RecordDelete](idx, t, data, decode))
 	case cluster.CmdAuditAppend:
-		return st.applyAuditAppend(idx, decodeData[AuditAppend](idx, t, data))
+		return st.applyAuditAppend(idx, decodeData[AuditAppend](idx, t, data, decode))
 	case cluster.CmdAuditDrop:
-		return st.applyAuditDrop(idx, decodeData[AuditDrop](idx, t, data))
+		return st.applyAuditDrop(idx, decodeData[AuditDrop](idx, t, data, decode))
 	case cluster.CmdAuditDropTenant:
-		return st.applyAuditDropTenant(idx, decodeData[AuditDropTenant](idx, t, data))
+		return st.applyAuditDropTenant(idx, decodeData[AuditDropTenant](idx, t, data, decode))
 	case cluster.CmdCommitRevision:
-		return st.applyCommitRevision(idx, decodeData[cluster.CommitRevision](idx, t, data))
+		return st.applyCommitRevision(idx, decodeData[cluster.CommitRevision](idx, t, data, decode))
 	default:
 		if t.Ignorable() {
 			f.logger.Warn("skipping unknown ignorable log entry", "type", uint8(t), "index", idx)
@@ -174,11 +192,19 @@ func (f *FSM) applyOne(idx uint64, t cluster.CommandType, data []byte) any {
 	}
 }
 
+// decodeFunc decodes the payload of a command into v, a pointer to the
+// command.
+type decodeFunc func(data []byte, v any) error
+
+// decodeEntryJSON is the decodeFunc of every entry but the items of a
+// CmdBinaryBatch.
+func decodeEntryJSON(data []byte, v any) error { return json.Unmarshal(data, v) }
+
 // decodeData decodes the payload of a command of type t at index idx; a
 // failure means a corrupt log.
-func decodeData[T any](idx uint64, t cluster.CommandType, data []byte) *T {
+func decodeData[T any](idx uint64, t cluster.CommandType, data []byte, decode decodeFunc) *T {
 	c := new(T)
-	if err := json.Unmarshal(data, c); err != nil {
+	if err := decode(data, c); err != nil {
 		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, idx, err))
 	}
 	return c

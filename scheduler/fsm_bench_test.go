@@ -11,19 +11,27 @@ import (
 
 // BenchmarkApplyLifecycles applies whole step lifecycles (submit, place,
 // running, exit) as the leader batches them, 16 commands per entry, on
-// one member: the FSM's share of a lifecycle's cost on every member.
+// one member: the FSM's share of a lifecycle's cost on every member; in
+// CmdBatch (json) and CmdBinaryBatch (binary) entries.
 func BenchmarkApplyLifecycles(b *testing.B) {
+	for _, bf := range []batchFormat{batchJSON, batchBinary} {
+		b.Run(bf.String(), func(b *testing.B) { benchmarkApplyLifecycles(b, bf) })
+	}
+}
+
+func benchmarkApplyLifecycles(b *testing.B, bf batchFormat) {
 	const perEntry = 16
 	var entries [][]byte
 	var items []cluster.BatchItem
 	add := func(c cluster.Command) {
-		it, err := cluster.NewBatchItem(c)
+		it, err := newBatchItem(bf, c)
 		if err != nil {
 			b.Fatal(err)
 		}
 		items = append(items, it)
 		if len(items) == perEntry {
-			entries = append(entries, cluster.EncodeBatch(items))
+			_, e := encodeBatch(bf, items)
+			entries = append(entries, e)
 			items = nil
 		}
 	}

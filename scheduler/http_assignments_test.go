@@ -46,6 +46,13 @@ func TestAssignmentsAsChanges(t *testing.T) {
 	if err != nil || first.Changes || !cmp.Equal(ids(first), []string{s1}) {
 		t.Fatalf("AssignmentChanges(n1, 0) = %+v, %v; want every live step (%s), not as changes", first, err, s1)
 	}
+	// Steps come without their events, which stay in the state.
+	if ev := first.Steps[0].Events; len(ev) != 0 {
+		t.Errorf("AssignmentChanges(n1, 0) step %s has events %v, want none", s1, ev)
+	}
+	if st, err := cl.Step(ctx, s1); err != nil || len(st.Events) == 0 {
+		t.Errorf("Step(%s) = %d events, %v; want its events kept", s1, len(st.Events), err)
+	}
 
 	// A long poll: the other node's changes do not end it, this node's do.
 	polled := make(chan client.Assignments, 1)

@@ -56,7 +56,7 @@ func (s *Server) lead(ctx context.Context) (stop func()) {
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup
-	b := newBatcher(s.raft, s.batchesAllowed)
+	b := newBatcher(s.raft, s.batchFormat)
 	wg.Go(func() { b.run(ctx) })
 	s.batcher.Store(b)
 	wg.Go(func() {

@@ -110,7 +110,8 @@ func (s *Server) applyAll(ctx context.Context, cmds []cluster.Command) (results 
 		return nil, nil
 	}
 	results = make([]any, 0, len(cmds))
-	if !s.batchesAllowed(ctx) {
+	f := s.batchFormat(ctx)
+	if f == batchNone {
 		for _, c := range cmds {
 			b, err := cluster.Encode(c)
 			if err != nil {
@@ -126,11 +127,14 @@ func (s *Server) applyAll(ctx context.Context, cmds []cluster.Command) (results 
 	}
 	for len(cmds) > 0 {
 		n := min(len(cmds), maxBatchItems)
-		b, err := cluster.NewBatch(cmds[:n]...)
-		if err != nil {
-			return results, err
+		items := make([]cluster.BatchItem, n)
+		for i, c := range cmds[:n] {
+			if items[i], err = newBatchItem(f, c); err != nil {
+				return results, err
+			}
 		}
-		res, err := s.raft.applyRaw(ctx, cluster.CmdBatch, cluster.EncodeBatch(b.Items))
+		t, entry := encodeBatch(f, items)
+		res, err := s.raft.applyRaw(ctx, t, entry)
 		if err != nil {
 			return results, err
 		}

@@ -301,7 +301,9 @@ func (st *State) Assignments(node cluster.NodeID) []cluster.Step {
 // false when after cannot serve as a base: zero, ahead of this state (a
 // member behind the one that answered before), or before a restore
 // (which may have replaced any step); then steps are all the live steps,
-// as Assignments returns them, and live is nil.
+// as Assignments returns them, and live is nil. Either way each step is
+// without its events: no agent reads them (GET /v1/steps/{id} has them),
+// and they were most of an answer's bytes.
 func (st *State) AssignmentChanges(node cluster.NodeID, after uint64) (index uint64, steps []cluster.Step, live []cluster.StepAttempt, changes bool) {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
@@ -319,7 +321,9 @@ func (st *State) AssignmentChanges(node cluster.NodeID, after uint64) (index uin
 				continue
 			}
 		}
-		steps = append(steps, s.Clone())
+		c := *s
+		c.Events = nil
+		steps = append(steps, c.Clone())
 	}
 	sortSteps(steps)
 	slices.SortFunc(live, func(a, b cluster.StepAttempt) int { return cmp.Compare(a.Step, b.Step) })

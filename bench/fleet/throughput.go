@@ -420,7 +420,7 @@ func throughput(b *strings.Builder, c config, dir string, plain, tlsMode benchtl
 	row("CPU per lifecycle, the bench's process (clients and fake agents; ms)", "%.3f", ms(p.cpu.bench), ms(t.cpu.bench), false)
 	row("Raft entries per lifecycle", "%.3f", sum(p.entries)/n, sum(t.entries)/n, false)
 	row("commands (batch items and single entries) per entry", "%.1f", sum(p.items)/sum(p.entries), sum(t.items)/sum(t.entries), false)
-	row("batch entries per lifecycle", "%.3f", p.entries["batch"]/n, t.entries["batch"]/n, false)
+	row("batch entries per lifecycle (batch and binary_batch)", "%.3f", (p.entries["batch"]+p.entries["binary_batch"])/n, (t.entries["batch"]+t.entries["binary_batch"])/n, false)
 	fmt.Fprintf(b, "| failed submissions | %d | %d | |\n", p.failed, t.failed)
 	fmt.Fprintf(b, "| check: accepted steps | %d | %d | |\n", p.check.accepted, t.check.accepted)
 	fmt.Fprintf(b, "| check: lost (accepted, no exited record) | %d | %d | |\n", p.check.lost, t.check.lost)
@@ -428,6 +428,7 @@ func throughput(b *strings.Builder, c config, dir string, plain, tlsMode benchtl
 	fmt.Fprintf(b, "| check: exited but never started | %d | %d | |\n", p.check.notStarted, t.check.notStarted)
 	fmt.Fprintf(b, "| recorded though the submission failed | %d | %d | |\n\n", p.check.notAccepted, t.check.notAccepted)
 	fmt.Fprintf(b, "Commands by type during the steps (plaintext): %s.\n\n", fmtCounts(p.items))
+	fmt.Fprintf(b, "Entries by type during the steps (plaintext): %s.\n\n", fmtCounts(p.entries))
 	for _, x := range []struct {
 		mode benchtls.Mode
 		r    tpResult

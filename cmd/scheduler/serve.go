@@ -34,6 +34,7 @@ type serveFlags struct {
 	tls       cli.TLSFlags
 	envKey    string
 	blobStore string
+	gc        gcFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -52,6 +53,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 		"(default TLS-DIR/"+envseal.KeyFile+", made by `scheduler tls init`)")
 	fs.StringVar(&f.blobStore, "blob-store", d.BlobStore, "the blob store of workspace contents: local (DATA-DIR/blobs, one member), "+
 		"local:///PATH (a directory the members share) or s3://BUCKET?endpoint=HOST:PORT&region=R (credentials from credentials-file=PATH or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+	f.gc.register(fs)
 }
 
 // loadEnvKey loads the env key: --env-key, or env-key.json in the TLS
@@ -146,6 +148,9 @@ func (f *serveFlags) config() (scheduler.Config, error) {
 	if err := f.bounds.apply(&c); err != nil {
 		return c, err
 	}
+	if err := f.gc.check(); err != nil {
+		return c, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
 	return c, nil
 }
 
@@ -189,6 +194,7 @@ func serveCmd(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	f.gc.apply(fs)
 	// Signals first: a SIGTERM during start-up stops the member cleanly,
 	// and a SIGHUP does not kill it.
 	ctx, hup, stop := cli.Signals()
