@@ -179,6 +179,31 @@ func (s *stack) runTrue(c config, id string) (sample, bool, error) {
 	return smp, warm, nil
 }
 
+// settle waits until step id's sandbox is cleaned up (its phases'
+// cleaned_up is recorded): a step's exit is reported before its sandbox is
+// stopped and destroyed, and that teardown (several runsc invocations, about
+// 100 ms of CPU) would otherwise run beside the next sample on two cores.
+func (s *stack) settle(c config, id string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := exec.Command(c.schedctl, "--plaintext", "--addr", s.url, "step", id, "-o", "json").Output()
+		if err != nil {
+			return fmt.Errorf("schedctl step %s: %w", id, err)
+		}
+		var st api.Step
+		if err := json.Unmarshal(out, &st); err != nil {
+			return fmt.Errorf("schedctl step %s: %w", id, err)
+		}
+		if !st.Phases.CleanedUp.IsZero() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stack %s: step %s not cleaned up within 60s", s.name, id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // runStacks is the three-way comparison.
 func runStacks(c config) error {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,6 +238,12 @@ func runStacks(c config) error {
 	var ctrS, coldS, warmS, missS []sample
 	for i := -1; i < c.n; i++ { // i == -1 warms up, not counted
 		id := fmt.Sprintf("b%d-%d", os.Getpid(), i+1)
+		if c.settle {
+			// The pool's refill after the last warm step is done too.
+			if err := warm.waitPool(); err != nil {
+				return err
+			}
+		}
 		b, err := ctrRun(c, w, id+"-c")
 		if err != nil {
 			return err
@@ -221,12 +252,22 @@ func runStacks(c config) error {
 		if err != nil {
 			return err
 		}
+		if c.settle {
+			if err := cold.settle(c, id+"-cold"); err != nil {
+				return err
+			}
+		}
 		if err := warm.waitPool(); err != nil {
 			return err
 		}
 		m, hit, err := warm.runTrue(c, id+"-warm")
 		if err != nil {
 			return err
+		}
+		if c.settle {
+			if err := warm.settle(c, id+"-warm"); err != nil {
+				return err
+			}
 		}
 		if i < 0 {
 			continue
@@ -238,7 +279,7 @@ func runStacks(c config) error {
 			missS = append(missS, m)
 		}
 	}
-	report := renderStacks(c.n, ctrS, coldS, warmS, missS)
+	report := renderStacks(c.n, c.settle, ctrS, coldS, warmS, missS)
 	var burstErr error
 	if c.burst > 0 {
 		r, err := runBurst(ctx, c, warm)
@@ -296,11 +337,15 @@ func ctrRun(c config, w *exitWatch, id string) (sample, error) {
 	return b, nil
 }
 
-func renderStacks(n int, ctrS, coldS, warmS, missS []sample) string {
+func renderStacks(n int, settle bool, ctrS, coldS, warmS, missS []sample) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
-	fmt.Fprintf(&b, "### Step latency, `true` in base: `ctr run --rm`, cold and warm `schedctl run` (%s, host %s, n=%d each, alternating)\n\n",
-		time.Now().UTC().Format(time.RFC3339), host, n)
+	mode := "alternating, each sample after the last one's teardown"
+	if !settle {
+		mode = "alternating, back to back"
+	}
+	fmt.Fprintf(&b, "### Step latency, `true` in base: `ctr run --rm`, cold and warm `schedctl run` (%s, host %s, n=%d each, %s)\n\n",
+		time.Now().UTC().Format(time.RFC3339), host, n, mode)
 	fmt.Fprintf(&b, "| path | samples | to exit record p50 | p99 | client return p50 | p99 |\n|---|---|---|---|---|---|\n")
 	for _, r := range []struct {
 		name string

@@ -20,6 +20,11 @@
 //
 // With a console socket (a terminal) the exec is runsc's own: runsc's
 // first process makes the terminal.
+//
+// For the commands that start no sentry (exec, state, kill, wait, delete,
+// ps, events) rodon-runsc also has membarrier(2) fail with ENOSYS
+// (membarrier.go): runsc's start-up otherwise waits about 10 ms in a
+// membarrier registration only the sentry needs.
 package main
 
 import (
@@ -47,6 +52,12 @@ func main() {
 		os.Exit(127)
 	}
 	args := os.Args[1:]
+	if noSentry[subcommand(args)] {
+		if err := withoutMembarrier(); err != nil {
+			// Only slower: runsc registers for membarrier as it would.
+			logAt(args, "warning")("rodon-runsc: %v", err)
+		}
+	}
 	if child, pidFile, ok := detachedExec(args); ok {
 		os.Exit(execDetached(real, child, pidFile, logTo(args)))
 	}
@@ -153,7 +164,12 @@ func execDetached(real string, args []string, pidFile string, logf func(string, 
 // in args: a line in runsc's --log file, in its --log-format (the shim
 // reads the last "error" of a JSON log as the reason an exec failed), or
 // standard error without a log file.
-func logTo(args []string) func(string, ...any) {
+func logTo(args []string) func(string, ...any) { return logAt(args, "error") }
+
+// logAt is logTo at level (JSON logs only); a log line of a level other
+// than "error" goes nowhere without a log file, as standard error may be
+// the step's.
+func logAt(args []string, level string) func(string, ...any) {
 	var file, format string
 	for _, a := range args {
 		if !strings.HasPrefix(a, "-") {
@@ -175,7 +191,7 @@ func logTo(args []string) func(string, ...any) {
 				Level string    `json:"level"`
 				Msg   string    `json:"msg"`
 				Time  time.Time `json:"time"`
-			}{"error", msg, time.Now()})
+			}{level, msg, time.Now()})
 			line = string(b) + "\n"
 		}
 		if file != "" {
@@ -186,7 +202,9 @@ func logTo(args []string) func(string, ...any) {
 				}
 			}
 		}
-		fmt.Fprint(os.Stderr, line)
+		if level == "error" {
+			fmt.Fprint(os.Stderr, line)
+		}
 	}
 }
 

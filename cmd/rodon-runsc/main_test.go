@@ -16,6 +16,10 @@ import (
 
 // TestMain runs main when the test binary is started as rodon-runsc.
 func TestMain(m *testing.M) {
+	if out := os.Getenv("RODON_RUNSC_TEST_PROBE"); out != "" && (filepath.Base(os.Args[0]) == "runsc" || os.Args[0] == "runsc-exec") {
+		probeMembarrier(out)
+		return
+	}
 	if os.Getenv("RODON_RUNSC_TEST_MAIN") == "1" {
 		main()
 		return
@@ -200,5 +204,98 @@ func TestErrorsGoToRunscLog(t *testing.T) {
 	}
 	if entry.Level != "error" || !strings.Contains(entry.Msg, "missing/runsc") {
 		t.Fatalf("log entry %+v, want an error naming the runsc it could not start", entry)
+	}
+}
+
+// probeMembarrier stands in for the real runsc in TestMembarrier: it
+// writes to dir/<command> whether membarrier(2) answers MEMBARRIER_CMD_QUERY
+// ("ok") or fails (the errno), and writes its pid to a --pid-file.
+func probeMembarrier(dir string) {
+	args := os.Args[1:]
+	res := "ok"
+	if _, _, e := unix.Syscall(unix.SYS_MEMBARRIER, 0 /* MEMBARRIER_CMD_QUERY */, 0, 0); e != 0 {
+		res = e.Error()
+	}
+	for i, a := range args {
+		if a == "--pid-file" && i+1 < len(args) {
+			os.WriteFile(args[i+1], []byte(strconv.Itoa(os.Getpid())), 0o644)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, probeName(args)), []byte(res), 0o644)
+}
+
+// probeName is the command in args, also after a global flag and its value.
+func probeName(args []string) string {
+	if name := subcommand(args); name != "" || len(args) < 2 {
+		return name
+	}
+	return subcommand(args[2:])
+}
+
+func TestSubcommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--root=/r", "--log=/l", "state", "cid"}, "state"},
+		{shimExec, "exec"},
+		{[]string{"create", "--bundle", "/b", "cid"}, "create"},
+		{[]string{"--root", "/r", "state", "cid"}, ""}, // "/r" might be the command
+		{[]string{"--root=/r"}, ""},
+		{nil, ""},
+	} {
+		if got := subcommand(c.args); got != c.want {
+			t.Errorf("subcommand(%q) = %q, want %q", c.args, got, c.want)
+		}
+	}
+}
+
+// TestMembarrier runs rodon-runsc against a stand-in runsc that calls
+// membarrier(2): the commands that start no sentry see it fail with
+// ENOSYS (runsc's init then skips its 10 ms registration), also through
+// the detached exec; those that start a sandbox or gofer, and a command
+// line rodon-runsc cannot read for certain, see the kernel's.
+func TestMembarrier(t *testing.T) {
+	if _, _, e := unix.Syscall(unix.SYS_MEMBARRIER, 0, 0, 0); e != 0 {
+		t.Skipf("this kernel has no membarrier(2): %v", e)
+	}
+	dir := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "RODON_RUNSC_TEST_MAIN=1", realEnv+"="+os.Args[0], "RODON_RUNSC_TEST_PROBE="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("rodon-runsc %q: %v\n%s", args, err, out)
+		}
+		name := probeName(args)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err == nil && len(b) > 0 {
+				os.Remove(filepath.Join(dir, name))
+				return string(b)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rodon-runsc %q: the stand-in runsc reported nothing", args)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	enosys := unix.ENOSYS.Error()
+	for _, name := range []string{"state", "kill", "delete", "wait", "ps", "events"} {
+		if got := run("--root=/r", "--log-format=json", name, "cid"); got != enosys {
+			t.Errorf("runsc %s sees membarrier %q, want %q", name, got, enosys)
+		}
+	}
+	if got := run("--root=/r", "exec", "--detach", "--pid-file", filepath.Join(dir, "e.pid"), "cid"); got != enosys {
+		t.Errorf("detached exec sees membarrier %q, want %q", got, enosys)
+	}
+	for _, name := range []string{"create", "start", "run", "restore", "boot", "gofer", "checkpoint"} {
+		if got := run("--root=/r", name, "cid"); got != "ok" {
+			t.Errorf("runsc %s sees membarrier %q, want the kernel's", name, got)
+		}
+	}
+	if got := run("--root", "/r", "state", "cid"); got != "ok" {
+		t.Errorf("a command line read not for certain: membarrier %q, want the kernel's", got)
 	}
 }
