@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,8 +168,13 @@ func (r *Runtime) lockWorkspace(dir string) (unlock func()) {
 	}
 }
 
+// rcuExpeditedFile makes the kernel's RCU grace periods expedited when it
+// holds 1 (scripts/install-deps, step 6b).
+const rcuExpeditedFile = "/sys/kernel/rcu_expedited"
+
 // NewRuntime connects to containerd. It starts no goroutine; Close releases
-// the connection.
+// the connection. It warns when RCU grace periods are not expedited.
+
 func NewRuntime(ctx context.Context, cfg RuntimeConfig, logger *slog.Logger) (*Runtime, error) {
 	switch {
 	case cfg.Address == "":
@@ -205,6 +211,11 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig, logger *slog.Logger) (*R
 	if err != nil {
 		client.Close()
 		return nil, err
+	}
+	if v, err := os.ReadFile(rcuExpeditedFile); err == nil && strings.TrimSpace(string(v)) == "0" {
+		logger.Warn("RCU grace periods are not expedited: every runsc, gofer, sentry and shim start-up waits one "+
+			"(about 10 ms), a cold sandbox about 100 ms in all; scripts/install-deps sets it",
+			"file", rcuExpeditedFile, "value", 0)
 	}
 	return &Runtime{
 		cfg:     cfg,
