@@ -54,6 +54,7 @@ type config struct {
 	scheduler, schedctl string
 	poolMemory          string
 	maxWarmP50          time.Duration
+	maxColdP50          time.Duration
 	maxWarmP99          time.Duration
 	burst               int
 	stackMemory         string
@@ -82,6 +83,7 @@ func main() {
 	flag.StringVar(&c.schedctl, "schedctl", "bin/schedctl", "schedctl binary (-stacks)")
 	flag.StringVar(&c.poolMemory, "warm-pool-memory", "1g", "the warm stack's agentd serve --warm-pool-memory (-stacks)")
 	flag.DurationVar(&c.maxWarmP99, "max-warm-p99", 0, "fail if the warm p99 from submit to exit record exceeds this (-stacks; 0: report only)")
+	flag.DurationVar(&c.maxColdP50, "max-cold-p50", 0, "fail if the cold p50 from submit to exit record exceeds this (-stacks; 0: report only)")
 	flag.DurationVar(&c.maxWarmP50, "max-warm-p50", 0, "fail if the warm p50 from submit to exit record exceeds this (-stacks; 0: report only)")
 	flag.StringVar(&c.stackCPU, "stack-cpu", "2", "with -stacks: each stack's agentd serve --cpu (CPUs offered to steps; more than the host's cores overcommits them)")
 	flag.Float64Var(&c.burstCPU, "burst-cpu", 0.01, "with -burst: the CPU each burst step asks for (its quota)")

@@ -316,6 +316,11 @@ func runStacks(c config) error {
 			return fmt.Errorf("warm submit to exit record: p%.0f %v over the limit of %v", g.q*100, got, g.max)
 		}
 	}
+	if c.maxColdP50 > 0 && len(coldS) > 0 {
+		if got := benchstat.Quantile(col(coldS, toExit), .5); got > c.maxColdP50 {
+			return fmt.Errorf("cold submit to exit record: p50 %v over the limit of %v", got, c.maxColdP50)
+		}
+	}
 	return nil
 }
 
