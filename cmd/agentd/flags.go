@@ -67,19 +67,8 @@ func (t *thresholdFlag) Set(v string) error {
 	return nil
 }
 
-// sizeFlag is a byte size flag ("512m", "1GiB"; internal/size).
-type sizeFlag int64
-
-func (s *sizeFlag) String() string { return size.Format(int64(*s)) }
-
-func (s *sizeFlag) Set(v string) error {
-	n, err := size.Parse(v)
-	if err != nil {
-		return err
-	}
-	*s = sizeFlag(n)
-	return nil
-}
+// sizeFlag is a byte size flag ("512Mi", "1GiB").
+type sizeFlag = size.Flag
 
 // open builds the logger, loads the sandbox network (per --network) and
 // connects to containerd. Its context ends on SIGINT or SIGTERM; close

@@ -54,19 +54,8 @@ type settings struct {
 	maxFileSize         sizeFlag
 }
 
-// sizeFlag is a byte size flag ("512Mi", "1GiB"; internal/size).
-type sizeFlag int64
-
-func (s *sizeFlag) String() string { return size.Format(int64(*s)) }
-
-func (s *sizeFlag) Set(v string) error {
-	n, err := size.Parse(v)
-	if err != nil {
-		return err
-	}
-	*s = sizeFlag(n)
-	return nil
-}
+// sizeFlag is a byte size flag ("512Mi", "1GiB").
+type sizeFlag = size.Flag
 
 // defaultSettings are the flags' defaults.
 func defaultSettings() settings {

@@ -24,19 +24,8 @@ type gcFlags struct {
 	memoryLimit sizeFlag
 }
 
-// sizeFlag is a byte size flag ("512Mi", "1GiB"; internal/size).
-type sizeFlag int64
-
-func (s *sizeFlag) String() string { return size.Format(int64(*s)) }
-
-func (s *sizeFlag) Set(v string) error {
-	n, err := size.Parse(v)
-	if err != nil {
-		return err
-	}
-	*s = sizeFlag(n)
-	return nil
-}
+// sizeFlag is a byte size flag ("512Mi", "1GiB").
+type sizeFlag = size.Flag
 
 func (g *gcFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.percent, "gc-percent", defaultGCPercent, "the garbage collector's target, as GOGC: heap growth in percent "+

@@ -111,3 +111,18 @@ func Format(n int64) string {
 	}
 	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) + names[i]
 }
+
+// Flag is a byte size as a flag.Value: Set parses as Parse does, String
+// formats as Format does.
+type Flag int64
+
+func (f *Flag) String() string { return Format(int64(*f)) }
+
+func (f *Flag) Set(v string) error {
+	n, err := Parse(v)
+	if err != nil {
+		return err
+	}
+	*f = Flag(n)
+	return nil
+}

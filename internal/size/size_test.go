@@ -111,3 +111,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestFlag(t *testing.T) {
+	var f Flag
+	if err := f.Set("512Mi"); err != nil || f != 512<<20 {
+		t.Fatalf("Set(512Mi) = %v, flag %d", err, f)
+	}
+	if got, want := f.String(), Format(512<<20); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if err := f.Set("12 bananas"); err == nil || f != 512<<20 {
+		t.Errorf("Set(12 bananas) = %v, flag %d: want an error and the flag kept", err, f)
+	}
+}
