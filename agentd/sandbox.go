@@ -14,10 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containerd/containerd/api/services/tasks/v1"
 	runtimeoptions "github.com/containerd/containerd/api/types/runtimeoptions/v1"
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/rodon-compute/rodon/api"
@@ -442,14 +444,35 @@ func (s *Sandbox) quiesce(ctx context.Context) error {
 				s.rt.logger.Debug("delete step process", "step", s.step.ID, "error", err)
 			}
 		}
-		if _, err := s.task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		_, err := s.task.Delete(ctx, containerd.WithProcessKill)
+		switch {
+		case errdefs.IsNotFound(err):
+			errs = append(errs, s.reapTask(ctx))
+		case err != nil:
 			errs = append(errs, fmt.Errorf("delete sandbox task: %w", err))
 		}
+	} else if s.container != nil {
+		errs = append(errs, s.reapTask(ctx))
 	}
 	if s.stopPodWait != nil {
 		s.stopPodWait()
 	}
 	return errors.Join(errs...)
+}
+
+// reapTask finishes a task delete that containerd began and did not end.
+// When the caller of a task delete goes away (an agent killed while it
+// destroys a sandbox) after the shim has dropped the container but before
+// containerd has shut the shim down, containerd keeps its record of the
+// task, with the shim process and its bundle, while the client no longer
+// finds the task: nothing would ever stop that shim. containerd's own task
+// delete, asked again, sees the shim serve nothing and shuts it down.
+func (s *Sandbox) reapTask(ctx context.Context) error {
+	_, err := s.rt.client.TaskService().Delete(ctx, &tasks.DeleteTaskRequest{ContainerID: s.id})
+	if err == nil || errdefs.IsNotFound(errgrpc.ToNative(err)) {
+		return nil
+	}
+	return fmt.Errorf("delete what containerd keeps of the sandbox task: %w", errgrpc.ToNative(err))
 }
 
 // ReadBack makes the step's host workspace what the step left in its
