@@ -70,7 +70,10 @@ func main() {
 // runs itself, and if so returns the arguments of the process that execs
 // (args without --detach) and the pid file. Anything it does not recognise
 // for certain is runsc's: global flags not in --name=value form (a value
-// might follow), no --pid-file, a console socket.
+// might follow), exec flags other than those gVisor's shim passes
+// (--process, --detach, --pid-file, --internal-pid-file), no --pid-file, no
+// container. As with runsc's flag parsing, the flags end at the container:
+// what follows it is the command to exec, copied as it is.
 func detachedExec(args []string) (child []string, pidFile string, ok bool) {
 	cmd := -1
 	for i, a := range args {
@@ -85,31 +88,40 @@ func detachedExec(args []string) (child []string, pidFile string, ok bool) {
 	if cmd < 0 || args[cmd] != "exec" {
 		return nil, "", false
 	}
-	detach := false
+	detach, container := false, false
 	child = append(child, args[:cmd+1]...)
 	rest := args[cmd+1:]
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
-		switch name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "="); {
-		case !strings.HasPrefix(a, "-"):
-		case name == "detach" || name == "d":
+		if !strings.HasPrefix(a, "-") {
+			child = append(child, rest[i:]...)
+			container = true
+			break
+		}
+		switch name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "="); name {
+		case "detach":
 			if hasValue && value != "true" {
 				return nil, "", false
 			}
 			detach = true
-			continue
-		case name == "console-socket":
-			return nil, "", false
-		case name == "pid-file":
-			if hasValue {
-				pidFile = value
-			} else if i+1 < len(rest) {
-				pidFile = rest[i+1]
+		case "process", "pid-file", "internal-pid-file":
+			child = append(child, a)
+			if !hasValue {
+				if i+1 == len(rest) {
+					return nil, "", false
+				}
+				i++
+				value = rest[i]
+				child = append(child, value)
 			}
+			if name == "pid-file" {
+				pidFile = value
+			}
+		default:
+			return nil, "", false
 		}
-		child = append(child, a)
 	}
-	if !detach || pidFile == "" {
+	if !detach || pidFile == "" || !container {
 		return nil, "", false
 	}
 	return child, pidFile, true
@@ -146,8 +158,16 @@ func execDetached(real string, args []string, pidFile string, logf func(string, 
 				return 0
 			}
 			var ws unix.WaitStatus
-			if _, err := unix.Wait4(pid, &ws, 0, nil); err == nil && ws.Exited() && ws.ExitStatus() != 0 {
-				return ws.ExitStatus()
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			switch {
+			case err != nil:
+				logf("rodon-runsc: runsc exec (pid %d) ended without a pid file, and waiting for it failed: %v", pid, err)
+			case ws.Signaled():
+				logf("rodon-runsc: runsc exec (pid %d) killed by %v before it wrote the pid file", pid, ws.Signal())
+			case ws.ExitStatus() != 0:
+				return ws.ExitStatus() // runsc logged why
+			default:
+				logf("rodon-runsc: runsc exec (pid %d) exited 0 without writing the pid file %s", pid, pidFile)
 			}
 			return 1
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rodon-compute/rodon/internal/testenv"
 )
 
 // TestMain runs main when the test binary is started as rodon-runsc.
@@ -44,8 +46,14 @@ func TestDetachedExecArgs(t *testing.T) {
 	if !slices.Equal(child, want) {
 		t.Fatalf("child args %q, want %q", child, want)
 	}
-	if _, f, ok := detachedExec([]string{"exec", "-d", "--pid-file=/p", "cid"}); !ok || f != "/p" {
-		t.Errorf("-d and --pid-file=: ok %v, pid file %q", ok, f)
+	if _, f, ok := detachedExec([]string{"exec", "-detach", "--pid-file=/p", "cid"}); !ok || f != "/p" {
+		t.Errorf("-detach and --pid-file=: ok %v, pid file %q", ok, f)
+	}
+	// The flags end at the container: what follows is the command's.
+	cmdArgs := []string{"exec", "--detach", "--pid-file", "/p", "cid", "date", "-d", "@0", "--detach", "--pid-file", "/other"}
+	child, f, ok := detachedExec(cmdArgs)
+	if want := slices.Delete(slices.Clone(cmdArgs), 1, 2); !ok || f != "/p" || !slices.Equal(child, want) {
+		t.Errorf("%q: ok %v, pid file %q, child %q; want pid file /p, child %q", cmdArgs, ok, f, child, want)
 	}
 	for name, args := range map[string][]string{
 		"not exec":             {"--root=/r", "state", "cid"},
@@ -57,6 +65,11 @@ func TestDetachedExecArgs(t *testing.T) {
 		"console socket":       {"exec", "--console-socket", "/s", "--detach", "--pid-file", "/p", "cid"},
 		"console socket, =":    {"exec", "--console-socket=/s", "--detach", "--pid-file", "/p", "cid"},
 		"subcommand is a path": {"--root=/r", "/exec", "--detach", "--pid-file", "/p"},
+		"detach after cid":     {"exec", "--pid-file", "/p", "cid", "sh", "-c", "x", "--detach"},
+		"-d is not runsc's":    {"exec", "-d", "--pid-file", "/p", "cid"},
+		"unknown exec flag":    {"exec", "--cwd", "/w", "--detach", "--pid-file", "/p", "cid"},
+		"no container":         {"exec", "--detach", "--pid-file", "/p"},
+		"pid file, no value":   {"exec", "--detach", "--pid-file"},
 	} {
 		if _, _, ok := detachedExec(args); ok {
 			t.Errorf("%s: %q taken as a detached exec; it is runsc's", name, args)
@@ -256,6 +269,8 @@ func TestSubcommand(t *testing.T) {
 // the detached exec; those that start a sandbox or gofer, and a command
 // line rodon-runsc cannot read for certain, see the kernel's.
 func TestMembarrier(t *testing.T) {
+	// The filter goes on without no_new_privs, which needs CAP_SYS_ADMIN.
+	testenv.RequireRoot(t)
 	if _, _, e := unix.Syscall(unix.SYS_MEMBARRIER, 0, 0, 0); e != 0 {
 		t.Skipf("this kernel has no membarrier(2): %v", e)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"unsafe"
 
@@ -39,18 +40,25 @@ func subcommand(args []string) string {
 	return ""
 }
 
-// auditArchX86_64 is AUDIT_ARCH_X86_64, seccomp_data.arch of a native
-// x86-64 system call.
-const auditArchX86_64 = 0xc000003e
+// auditArch is seccomp_data.arch of a native system call on this
+// architecture (0 where rodon-runsc has no filter).
+var auditArch = map[string]uint32{
+	"amd64": unix.AUDIT_ARCH_X86_64,
+	"arm64": unix.AUDIT_ARCH_AARCH64,
+}[runtime.GOARCH]
 
 // membarrierFilter is the seccomp program that fails membarrier(2) with
 // ENOSYS, as a kernel without it would, and allows every other call. A
-// call of another architecture (i386, x32 numbering) is allowed whatever
-// its number.
+// call of another architecture (i386 on x86-64) is allowed whatever its
+// number; x32 calls carry the x86-64 arch value, but their numbers have
+// __X32_SYSCALL_BIT set, so they never equal membarrier's.
 func membarrierFilter() ([]bpf.RawInstruction, error) {
+	if auditArch == 0 {
+		return nil, fmt.Errorf("no membarrier filter for %s", runtime.GOARCH)
+	}
 	return bpf.Assemble([]bpf.Instruction{
 		bpf.LoadAbsolute{Off: 4, Size: 4}, // seccomp_data.arch
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: auditArchX86_64, SkipTrue: 3},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: auditArch, SkipTrue: 3},
 		bpf.LoadAbsolute{Off: 0, Size: 4}, // seccomp_data.nr
 		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.SYS_MEMBARRIER, SkipTrue: 1},
 		bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
@@ -72,8 +80,14 @@ func withoutMembarrier() error {
 	fp := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
 	// As root (CAP_SYS_ADMIN), no_new_privs is not needed, and not set:
 	// runsc must keep its capabilities across the exec.
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fp))); e != 0 {
+	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fp)))
+	switch {
+	case e != 0:
 		return fmt.Errorf("install seccomp filter: %w", e)
+	case r != 0:
+		// With TSYNC, a thread that cannot take the filter fails the
+		// call with its id, and no thread has the filter.
+		return fmt.Errorf("install seccomp filter: thread %d cannot take it", r)
 	}
 	return nil
 }
