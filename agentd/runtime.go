@@ -172,9 +172,12 @@ func (r *Runtime) lockWorkspace(dir string) (unlock func()) {
 // holds 1 (scripts/install-deps, step 6b).
 const rcuExpeditedFile = "/sys/kernel/rcu_expedited"
 
+// rcuNormalFile, holding 1, makes every grace period a normal one,
+// expedited or not.
+const rcuNormalFile = "/sys/kernel/rcu_normal"
+
 // NewRuntime connects to containerd. It starts no goroutine; Close releases
 // the connection. It warns when RCU grace periods are not expedited.
-
 func NewRuntime(ctx context.Context, cfg RuntimeConfig, logger *slog.Logger) (*Runtime, error) {
 	switch {
 	case cfg.Address == "":
@@ -212,19 +215,25 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig, logger *slog.Logger) (*R
 		client.Close()
 		return nil, err
 	}
-	if v, err := os.ReadFile(rcuExpeditedFile); err == nil && strings.TrimSpace(string(v)) == "0" {
-		logger.Warn("RCU grace periods are not expedited: every runsc, gofer, sentry and shim start-up waits one "+
-			"(about 10 ms), a cold sandbox about 100 ms in all; scripts/install-deps sets it",
-			"file", rcuExpeditedFile, "value", 0)
-	}
-	return &Runtime{
+	r := &Runtime{
 		cfg:     cfg,
 		client:  client,
 		logger:  logger.With("component", "runtime"),
 		owner:   owner,
 		images:  map[string]int64{},
 		wsLocks: map[string]*wsLock{},
-	}, nil
+	}
+	if v, err := os.ReadFile(rcuExpeditedFile); err == nil && strings.TrimSpace(string(v)) == "0" {
+		r.logger.Warn("RCU grace periods are not expedited: every runsc, gofer, sentry and shim start-up waits one "+
+			"(about 10 ms), a cold sandbox about 100 ms in all; scripts/install-deps sets it",
+			"file", rcuExpeditedFile, "value", 0)
+	}
+	if v, err := os.ReadFile(rcuNormalFile); err == nil && strings.TrimSpace(string(v)) == "1" {
+		r.logger.Warn("RCU grace periods are forced normal, which overrides expedited ones: "+
+			"every runsc, gofer, sentry and shim start-up waits one (about 10 ms)",
+			"file", rcuNormalFile, "value", 1)
+	}
+	return r, nil
 }
 
 // Close releases the containerd connection. Sandboxes keep running.

@@ -274,9 +274,10 @@ func (r *Runtime) prepare(ctx context.Context, id string, tmpl Step, labels map[
 	t, err := c.NewTask(tctx, cio.NullIO)
 	if err != nil {
 		// A network that failed to finish tore its namespace down, maybe
-		// under runsc's create: its error is the cause, not runsc's.
+		// under runsc's create: its error is the likely cause, and comes
+		// first.
 		if nerr := joinNet(); nerr != nil {
-			return nil, nerr
+			return nil, fmt.Errorf("%w (and create sandbox task %s: %w)", nerr, id, err)
 		}
 		return nil, fmt.Errorf("create sandbox task %s: %w", id, err)
 	}

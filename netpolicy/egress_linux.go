@@ -396,7 +396,8 @@ type PendingEgress struct {
 // its resolvers, so that the sandbox's spec and resolv.conf can be written
 // and its runtime sandbox created while Finish makes the veth and attaches
 // the filter. No packet can leave before Finish: the namespace has no link
-// but loopback. Finish or Teardown must follow; Finish cleans up after
+// but loopback. Finish or TeardownID(ctx, id) must follow (Teardown takes
+// the SandboxEgress that only Finish returns); Finish cleans up after
 // itself when it fails.
 func (e *Egress) Begin(ctx context.Context, id string) (*PendingEgress, error) {
 	sn, err := e.m.Begin(ctx, id)
