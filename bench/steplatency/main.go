@@ -91,7 +91,7 @@ func main() {
 	flag.BoolVar(&c.variant, "variant", false, "a warm step with its own network and a 1 MiB workspace against a bare warm one, on a fleet with mutual TLS and a gateway (variant.go)")
 	flag.StringVar(&c.binDir, "bin", "bin", "with -variant: directory of the scheduler, agentd, gateway and schedctl binaries")
 	flag.Float64Var(&c.maxNetRatio, "max-net-ratio", 0, "with -variant: fail if the warm step with network and a writable workspace is over this multiple of a bare warm one, p50 (0: report only)")
-	flag.BoolVar(&c.settle, "settle", true, "with -stacks: before each sample, wait until the previous step's sandbox is cleaned up and the pool is full again, so that no sample shares the CPUs with another's teardown (false: the samples follow each other at once)")
+	flag.BoolVar(&c.settle, "settle", true, "with -stacks: before each sample, wait until the previous step's sandbox is cleaned up and a pooled sandbox is ready, so that no sample shares the CPUs with another's teardown (false: the samples follow each other at once)")
 	flag.BoolVar(&c.keep, "keep", false, "with -stacks: keep the stacks' data and logs (their directory is printed)")
 	flag.Parse()
 	if c.variant {
