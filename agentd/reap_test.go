@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,6 +64,84 @@ func TestDestroyAfterInterruptedDelete(t *testing.T) {
 // container id, the way containerd does, without containerd knowing.
 func deleteInShim(t *testing.T, dir, id string) {
 	t.Helper()
+	withShim(t, dir, func(c taskapi.TTRPCTaskService) {
+		if _, err := c.Delete(t.Context(), &taskapi.DeleteRequest{ID: id}); err != nil {
+			t.Fatalf("shim Delete(%s) = %v", id, err)
+		}
+	})
+}
+
+// TestShimExitsWhenForgotten: a shim that declined containerd's Shutdown
+// (it still serves the container) and whose task bundle containerd then
+// removed (containerd gave the task up: a create cut short by its
+// client's death) deletes the container and exits instead of running for
+// ever (cmd/containerd-shim-rodon-v1, taskService.Shutdown). The bundle is
+// moved aside here, as containerd's removal starts with a rename.
+func TestShimExitsWhenForgotten(t *testing.T) {
+	rt := newTestRuntime(t)
+	ctx := rt.nsCtx(t.Context())
+	sb, err := rt.Create(ctx, newStep(t, "true"))
+	if err != nil {
+		t.Fatalf("Create() = %v", err)
+	}
+	bundle := filepath.Join(filepath.Dir(testenv.ContainerdAddress), "io.containerd.runtime.v2.task", rt.cfg.Namespace, sb.id)
+	pidText, err := os.ReadFile(filepath.Join(bundle, "shim.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shimPid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withShim(t, bundle, func(c taskapi.TTRPCTaskService) {
+		if _, err := c.Shutdown(t.Context(), &taskapi.ShutdownRequest{ID: sb.id}); err != nil {
+			t.Fatalf("Shutdown() of a shim serving a container = %v; want it declined without an error", err)
+		}
+	})
+	if err := syscall.Kill(shimPid, 0); err != nil {
+		t.Fatalf("the shim exited at Shutdown while it served a container (%v); the test shows nothing", err)
+	}
+	moved := filepath.Join(filepath.Dir(bundle), "."+sb.id+".test-moved")
+	if err := os.Rename(bundle, moved); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		syscall.Unmount(filepath.Join(moved, "rootfs"), syscall.MNT_DETACH)
+		os.RemoveAll(moved)
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for syscall.Kill(shimPid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shim (pid %d) still runs 15s after its bundle went", shimPid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(bundle); !os.IsNotExist(err) {
+		t.Errorf("a bundle directory is back after the shim exited (stat: %v); containerd would take it for a task at its next start", err)
+	}
+	if left := testenv.Processes("runsc-sandbox", "runsc-gofer"); strings.Contains(strings.Join(left, "\n"), sb.id) {
+		t.Errorf("the forgotten container's sandbox still runs after its shim exited: %q", left)
+	}
+	// containerd notices the shim gone and drops the task.
+	for {
+		if _, err := sb.container.Task(ctx, nil); errdefs.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containerd still has the task of the exited shim")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	syscall.Unmount(filepath.Join(moved, "rootfs"), syscall.MNT_DETACH)
+	if err := sb.Destroy(ctx); err != nil {
+		t.Errorf("Destroy() = %v", err)
+	}
+}
+
+// withShim calls f with a task client of the shim whose task bundle is
+// dir, talking to it as containerd does, without containerd.
+func withShim(t *testing.T, dir string, f func(taskapi.TTRPCTaskService)) {
+	t.Helper()
 	addr, err := os.ReadFile(filepath.Join(dir, "address"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +152,5 @@ func deleteInShim(t *testing.T, dir, id string) {
 	}
 	client := ttrpc.NewClient(conn)
 	defer client.Close()
-	if _, err := taskapi.NewTTRPCTaskClient(client).Delete(t.Context(), &taskapi.DeleteRequest{ID: id}); err != nil {
-		t.Fatalf("shim Delete(%s) = %v", id, err)
-	}
+	f(taskapi.NewTTRPCTaskClient(client))
 }

@@ -1,6 +1,6 @@
 // Command containerd-shim-rodon-v1 is Rodon's containerd shim for gVisor.
 //
-// It is gVisor's runsc shim (gvisor.dev/gvisor/pkg/shim/v1) with two
+// It is gVisor's runsc shim (gvisor.dev/gvisor/pkg/shim/v1) with three
 // behaviours changed by wrapping, not patching, the upstream code:
 //
 //   - Start does not fail when the shim cannot lower its own oom_score_adj
@@ -10,6 +10,9 @@
 //     one shim (a pod sandbox plus its sub-containers) the stock shim answered
 //     Shutdown with a nil reply, and containerd 2.x failed every task delete
 //     with "ttrpc: marshal called with nil". See task.go.
+//   - A shim containerd gives up while it serves the container (a create
+//     interrupted by its client's death) deletes it and exits instead of
+//     running for ever. See taskService.Shutdown.
 //
 // Clients select it with the runtime type "io.containerd.rodon.v1"; containerd
 // resolves that to this binary on its PATH, and the shim finds runsc on the
@@ -52,9 +55,11 @@ func main() {
 
 // runscPath makes gVisor's shim code, which runs "runsc" from PATH, run
 // rodon-runsc when it is installed: its directory goes first in PATH, and
-// RODON_RUNSC names the runsc found without it. Without rodon-runsc, or
-// without a runsc, nothing changes. It is idempotent (the shim daemon
-// inherits the environment of the shim's start). self is this binary.
+// RODON_RUNSC names the runsc found without it. Without rodon-runsc nothing
+// changes; without a runsc, only the wrapper's directory leaves PATH (the
+// shim then fails to find runsc as it would have). It is idempotent (the
+// shim daemon inherits the environment of the shim's start). self is this
+// binary.
 func runscPath(self string) {
 	dir := filepath.Clean(filepath.Join(filepath.Dir(self), wrapperDir))
 	if fi, err := os.Stat(filepath.Join(dir, "runsc")); err != nil || fi.Mode()&0o111 == 0 {
