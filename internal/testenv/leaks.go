@@ -17,8 +17,8 @@ import (
 // containerd containers, tasks and snapshots in namespace ns, shim and runsc
 // processes, mounts under containerd's state and root directories,
 // workspace filesystems (their mounts and loop devices), sandbox network
-// namespaces and veths, pinned BPF objects, and cgroups under
-// cgroupParent. An empty list means a clean host.
+// namespaces and veths, pinned BPF objects, task bundles in containerd's
+// state directory, and cgroups under cgroupParent in every hierarchy. An empty list means a clean host.
 func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 	var out []string
 	for _, what := range []string{"containers", "tasks", "snapshots"} {
@@ -101,7 +101,26 @@ func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 			}
 		}
 	}
-	for _, ctl := range []string{"memory", "pids", "cpu", "unified", ""} {
+	// Task bundles: containerd removes a task's bundle with the task. One
+	// left behind (or made again by a runsc logging into it) is taken for
+	// a task at containerd's next start.
+	bundles := filepath.Join(filepath.Dir(ContainerdAddress), "io.containerd.runtime.v2.task", ns)
+	if ents, err := os.ReadDir(bundles); err == nil {
+		for _, e := range ents {
+			out = append(out, "task bundle: "+filepath.Join(bundles, e.Name()))
+		}
+	}
+	// Every controller's hierarchy (cgroup v1 mounts each one apart; runsc
+	// makes the sandbox's cgroup in all of them), and the root's.
+	ctls := []string{""}
+	if ents, err := os.ReadDir("/sys/fs/cgroup"); err == nil {
+		for _, e := range ents {
+			if e.IsDir() {
+				ctls = append(ctls, e.Name())
+			}
+		}
+	}
+	for _, ctl := range ctls {
 		dir := filepath.Join("/sys/fs/cgroup", ctl, cgroupParent)
 		ents, err := os.ReadDir(dir)
 		if err != nil {
