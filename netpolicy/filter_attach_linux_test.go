@@ -99,6 +99,28 @@ func TestFilterAttach(t *testing.T) {
 	if err := pinNeighbours(hh, hl, sh, sl, sn); err != nil {
 		t.Fatal(err)
 	}
+	// The uplink's neighbours are pinned too: neighbour discovery there is
+	// not under test, and once failed here ("no route to host" to the peer
+	// after three unanswered solicitations).
+	ul, err := hh.LinkByName("rpftest-u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := ph.LinkByName("rpftest-p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []struct {
+		h    *netlink.Handle
+		on   netlink.Link
+		ip   string
+		peer netlink.Link
+	}{{hh, ul, "2600:1::2", pl}, {ph, pl, "2600:1::1", ul}} {
+		if err := n.h.NeighSet(&netlink.Neigh{LinkIndex: n.on.Attrs().Index, Family: unix.AF_INET6, State: netlink.NUD_PERMANENT,
+			IP: net.ParseIP(n.ip), HardwareAddr: n.peer.Attrs().HardwareAddr}); err != nil {
+			t.Fatalf("pin neighbour %s: %v", n.ip, err)
+		}
+	}
 
 	// Attach in the node namespace, listen in the peer and on the node.
 	if err := netns.Set(host); err != nil {
