@@ -570,6 +570,39 @@ func newTestEgress(t *testing.T, node *testNode, nsDir string) *Egress {
 	return e
 }
 
+// TestEgressBeginTeardownID: a network Begin made and Finish never did (the
+// sandbox failed in between) holds an empty namespace and no veth, and
+// TeardownID removes it; the id then sets up again.
+func TestEgressBeginTeardownID(t *testing.T) {
+	node := newTestNode(t)
+	nsDir := filepath.Join(t.TempDir(), "netns")
+	e := newTestEgress(t, node, nsDir)
+	ctx := t.Context()
+	p, err := e.Begin(ctx, "pend")
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	if _, err := os.Stat(p.Net.NSPath); err != nil {
+		t.Fatalf("namespace of the begun network: %v", err)
+	}
+	if links := node.vethNames(t); len(links) > 0 {
+		t.Errorf("veths before Finish: %v; want none (no packet may leave yet)", links)
+	}
+	if err := e.TeardownID(ctx, "pend"); err != nil {
+		t.Fatalf("TeardownID: %v", err)
+	}
+	assertClean(t, node, nsDir)
+	// Nothing of it is left in the way: the same id sets up whole.
+	sb, err := e.Setup(ctx, "pend")
+	if err != nil {
+		t.Fatalf("Setup after TeardownID: %v", err)
+	}
+	if err := e.Teardown(ctx, sb); err != nil {
+		t.Fatalf("Teardown: %v", err)
+	}
+	assertClean(t, node, nsDir)
+}
+
 // TestNodeForwardsOnlySandboxTraffic sends from the peer beyond the node's
 // uplink to a sandbox and to the host beyond the node's other interface,
 // and from that host to the peer: the node forwards none of it (no new
