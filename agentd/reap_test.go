@@ -43,7 +43,7 @@ func TestDestroyAfterInterruptedDelete(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("pod did not exit within 30s of SIGKILL")
 	}
-	bundle := filepath.Join(filepath.Dir(testenv.ContainerdAddress), "io.containerd.runtime.v2.task", rt.cfg.Namespace, sb.id)
+	bundle := testenv.TaskBundle(rt.cfg.Namespace, sb.id)
 	deleteInShim(t, bundle, sb.id)
 	if _, err := sb.container.Task(ctx, nil); !errdefs.IsNotFound(err) {
 		t.Fatalf("after the shim's delete, the client's task lookup = %v; want not found (the state under test)", err)
@@ -84,7 +84,7 @@ func TestShimExitsWhenForgotten(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Create() = %v", err)
 	}
-	bundle := filepath.Join(filepath.Dir(testenv.ContainerdAddress), "io.containerd.runtime.v2.task", rt.cfg.Namespace, sb.id)
+	bundle := testenv.TaskBundle(rt.cfg.Namespace, sb.id)
 	pidText, err := os.ReadFile(filepath.Join(bundle, "shim.pid"))
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,8 @@ import (
 // processes, mounts under containerd's state and root directories,
 // workspace filesystems (their mounts and loop devices), sandbox network
 // namespaces and veths, pinned BPF objects, task bundles in containerd's
-// state directory, and cgroups under cgroupParent in every hierarchy. An empty list means a clean host.
+// state directory, and cgroups under cgroupParent in every hierarchy. An
+// empty list means a clean host.
 func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 	var out []string
 	for _, what := range []string{"containers", "tasks", "snapshots"} {
@@ -104,7 +105,7 @@ func Leftovers(ctx context.Context, ns, cgroupParent string) []string {
 	// Task bundles: containerd removes a task's bundle with the task. One
 	// left behind (or made again by a runsc logging into it) is taken for
 	// a task at containerd's next start.
-	bundles := filepath.Join(filepath.Dir(ContainerdAddress), "io.containerd.runtime.v2.task", ns)
+	bundles := TaskBundle(ns, "")
 	if ents, err := os.ReadDir(bundles); err == nil {
 		for _, e := range ents {
 			out = append(out, "task bundle: "+filepath.Join(bundles, e.Name()))

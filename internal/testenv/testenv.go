@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,13 @@ import (
 
 // ContainerdAddress is the socket of Rodon's containerd (scripts/install-deps).
 const ContainerdAddress = "/run/rodon/containerd/containerd.sock"
+
+// TaskBundle is the bundle directory containerd (scripts/containerd-start's
+// state directory, beside the socket) keeps for task id in namespace ns;
+// with id "" the directory of all of ns's bundles.
+func TaskBundle(ns, id string) string {
+	return filepath.Join(filepath.Dir(ContainerdAddress), "io.containerd.runtime.v2.task", ns, id)
+}
 
 // InCI reports whether the tests run under CI (CI=true).
 func InCI() bool { return os.Getenv("CI") == "true" }
