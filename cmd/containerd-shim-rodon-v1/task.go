@@ -110,8 +110,8 @@ func (s *taskService) Shutdown(ctx context.Context, r *task.ShutdownRequest) (*t
 // reapForgotten ends container id if containerd removes its bundle (its
 // config.json) within bundleWait while the shim still serves it: it kills
 // the container's processes, deletes it and shuts the shim down, which then
-// exits unless it serves other containers. If the container cannot be deleted the shim
-// exits all the same: nothing will ever ask it again.
+// exits unless it serves other containers. If the container cannot be
+// deleted the shim exits all the same: nothing will ever ask it again.
 func (s *taskService) reapForgotten(ctx context.Context, id string) {
 	wait := cmp.Or(s.bundleWait, forgetWait)
 	bundle := filepath.Join(s.bundles, id)
