@@ -139,9 +139,10 @@ const (
 	// initialCost is a pooled sandbox's memory before one was measured
 	// (RUNTIME-NOTES: about 103 MB RSS idle).
 	initialCost = 110 << 20
-	// shimOverhead is the memory of a sandbox's shim and `runsc wait`,
-	// outside its cgroup (RUNTIME-NOTES: about 25 and 21 MB).
-	shimOverhead = 46 << 20
+	// shimOverhead is the memory of a sandbox's shim, outside its cgroup
+	// (docs/BENCHMARKS.md, idle memory per pooled sandbox: about 25 MB;
+	// the shim waits for the sandbox itself, with no `runsc wait`).
+	shimOverhead = 25 << 20
 	// poolFailLimit consecutive failures make the node degraded.
 	poolFailLimit = 3
 	// checkEvery is how often the ready sandboxes are checked.

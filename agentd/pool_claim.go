@@ -113,8 +113,8 @@ func (r *Runtime) check(ctx context.Context, sb *Sandbox) error {
 	return nil
 }
 
-// memory is what the sandbox uses: its cgroup's memory and its shim's and
-// `runsc wait`'s, which live outside it.
+// memory is what the sandbox uses: its cgroup's memory and its shim's,
+// which lives outside it.
 func (r *Runtime) memory(sb *Sandbox) int64 {
 	n, ok := memoryUsage(sb.cgroupPath())
 	if !ok {

@@ -154,3 +154,54 @@ func withShim(t *testing.T, dir string, f func(taskapi.TTRPCTaskService)) {
 	defer client.Close()
 	f(taskapi.NewTTRPCTaskClient(client))
 }
+
+// TestSandboxWaitInShim: the shim waits for a sandbox's pause itself
+// (cmd/containerd-shim-rodon-v1, waitMonitor): no `runsc wait` process
+// lives beside a sandbox, and the pause's exit still reaches containerd
+// with its true status, when it exits as asked and when it is killed.
+func TestSandboxWaitInShim(t *testing.T) {
+	rt := newTestRuntime(t)
+	ctx := rt.nsCtx(t.Context())
+	for _, tc := range []struct {
+		name   string
+		killed bool
+		want   uint32
+	}{
+		{"asked to exit", false, 0},
+		{"killed", true, 128 + uint32(syscall.SIGKILL)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, err := rt.Create(ctx, newStep(t, "true"))
+			if err != nil {
+				t.Fatalf("Create() = %v", err)
+			}
+			defer sb.Destroy(ctx)
+			if left := testenv.Processes("runsc-sandbox"); !strings.Contains(strings.Join(left, "\n"), sb.id) {
+				t.Fatalf("no sandbox process of %s (%q); the test shows nothing", sb.id, left)
+			}
+			if waits := testenv.Processes(" wait " + sb.id); len(waits) > 0 {
+				t.Errorf("a process waits for the sandbox: %q", waits)
+			}
+			exit, err := sb.task.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.killed {
+				err = sb.task.Kill(ctx, syscall.SIGKILL)
+			} else {
+				err = os.WriteFile(filepath.Join(sb.ctlDir, "exit"), nil, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case st := <-exit:
+				if st.Error() != nil || st.ExitCode() != tc.want {
+					t.Errorf("the pause exited with %d (%v); want %d", st.ExitCode(), st.Error(), tc.want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no exit of the pause within 30s")
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 	gvshim "gvisor.dev/gvisor/pkg/shim/v1"
 	"gvisor.dev/gvisor/pkg/shim/v1/extension"
+	"gvisor.dev/gvisor/pkg/shim/v1/runsccmd"
 )
 
 // shutdownWait bounds how long Shutdown waits for the shutdown callbacks.
@@ -52,6 +53,9 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			// gVisor's task service set the monitor just now; it runs
+			// every runsc command through it.
+			runsccmd.Monitor = newWaitMonitor(runsccmd.Monitor)
 			ts := &taskService{TaskServiceExt: svc, exit: func() { sd.Shutdown(); os.Exit(0) }}
 			// The daemon runs in its bundle directory, beside the bundles
 			// of every task of its namespace.
