@@ -56,6 +56,9 @@ type config struct {
 	maxWarmP50          time.Duration
 	maxColdP50          time.Duration
 	maxWarmP99          time.Duration
+	maxWarmP50Ratio     float64
+	maxWarmP99Ratio     float64
+	maxColdP50Ratio     float64
 	burst               int
 	stackMemory         string
 	stackCPU            string
@@ -85,6 +88,9 @@ func main() {
 	flag.DurationVar(&c.maxWarmP99, "max-warm-p99", 0, "fail if the warm p99 from submit to exit record exceeds this (-stacks; 0: report only)")
 	flag.DurationVar(&c.maxColdP50, "max-cold-p50", 0, "fail if the cold p50 from submit to exit record exceeds this (-stacks; 0: report only)")
 	flag.DurationVar(&c.maxWarmP50, "max-warm-p50", 0, "fail if the warm p50 from submit to exit record exceeds this (-stacks; 0: report only)")
+	flag.Float64Var(&c.maxWarmP50Ratio, "max-warm-p50-ratio", 0, "fail if the warm p50 from submit to exit record exceeds this multiple of `ctr run --rm`'s p50 from create to exit event, measured in the same run (-stacks; 0: report only)")
+	flag.Float64Var(&c.maxWarmP99Ratio, "max-warm-p99-ratio", 0, "fail if the warm p99 from submit to exit record exceeds this multiple of `ctr run --rm`'s p50 (-stacks; 0: report only)")
+	flag.Float64Var(&c.maxColdP50Ratio, "max-cold-p50-ratio", 0, "fail if the cold p50 from submit to exit record exceeds this multiple of `ctr run --rm`'s p50 (-stacks; 0: report only)")
 	flag.StringVar(&c.stackCPU, "stack-cpu", "2", "with -stacks: each stack's agentd serve --cpu (CPUs offered to steps; more than the host's cores overcommits them)")
 	flag.Float64Var(&c.burstCPU, "burst-cpu", 0.01, "with -burst: the CPU each burst step asks for (its quota)")
 	flag.IntVar(&c.poolMin, "warm-pool-min", 0, "with -stacks: the warm stack's agentd serve --warm-pool-min")

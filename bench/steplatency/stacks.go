@@ -301,24 +301,50 @@ func runStacks(c config) error {
 	if burstErr != nil {
 		return burstErr
 	}
+	return checkStacks(c, ctrS, coldS, warmS, missS)
+}
+
+// checkStacks applies the guards of c: absolute limits, and limits as
+// multiples of `ctr run --rm`'s p50 (create to exit event) measured in
+// the same run, which hold across machines of different speed.
+func checkStacks(c config, ctrS, coldS, warmS, missS []sample) error {
 	toExit := func(s sample) time.Duration { return s.toExit }
-	for _, g := range []struct {
-		q   float64
-		max time.Duration
-	}{{.5, c.maxWarmP50}, {.99, c.maxWarmP99}} {
-		if g.max <= 0 {
+	var base time.Duration
+	if len(ctrS) > 0 {
+		base = benchstat.Quantile(col(ctrS, toExit), .5)
+	}
+	type guard struct {
+		name    string
+		samples []sample
+		q       float64
+		max     time.Duration
+		ratio   float64
+	}
+	for _, g := range []guard{
+		{"warm", warmS, .5, c.maxWarmP50, c.maxWarmP50Ratio},
+		{"warm", warmS, .99, c.maxWarmP99, c.maxWarmP99Ratio},
+		{"cold", coldS, .5, c.maxColdP50, c.maxColdP50Ratio},
+	} {
+		if g.max <= 0 && g.ratio <= 0 {
 			continue
 		}
-		if len(warmS) == 0 {
-			return fmt.Errorf("warm submit to exit record: no warm sample (all %d missed the pool)", len(missS))
+		if len(g.samples) == 0 {
+			if g.name == "warm" {
+				return fmt.Errorf("warm submit to exit record: no warm sample (all %d missed the pool)", len(missS))
+			}
+			continue
 		}
-		if got := benchstat.Quantile(col(warmS, toExit), g.q); got > g.max {
-			return fmt.Errorf("warm submit to exit record: p%.0f %v over the limit of %v", g.q*100, got, g.max)
+		got := benchstat.Quantile(col(g.samples, toExit), g.q)
+		if g.max > 0 && got > g.max {
+			return fmt.Errorf("%s submit to exit record: p%.0f %v over the limit of %v", g.name, g.q*100, got, g.max)
 		}
-	}
-	if c.maxColdP50 > 0 && len(coldS) > 0 {
-		if got := benchstat.Quantile(col(coldS, toExit), .5); got > c.maxColdP50 {
-			return fmt.Errorf("cold submit to exit record: p50 %v over the limit of %v", got, c.maxColdP50)
+		if g.ratio > 0 {
+			if base <= 0 {
+				return fmt.Errorf("%s submit to exit record: no `ctr run --rm` sample to compare with", g.name)
+			}
+			if r := float64(got) / float64(base); r > g.ratio {
+				return fmt.Errorf("%s submit to exit record: p%.0f %v is %.2f times `ctr run --rm`'s p50 %v, over the limit of %.2f", g.name, g.q*100, got, r, base, g.ratio)
+			}
 		}
 	}
 	return nil
@@ -383,6 +409,23 @@ func renderStacks(n int, settle bool, ctrS, coldS, warmS, missS []sample) string
 			fmt.Fprintf(&b, " %s |", benchstat.MS(benchstat.Quantile(col(r.s, func(s sample) time.Duration { return s.stages[i] }), .5)))
 		}
 		b.WriteString("\n")
+	}
+	if len(ctrS) > 0 {
+		toExit := func(s sample) time.Duration { return s.toExit }
+		base := benchstat.Quantile(col(ctrS, toExit), .5)
+		var parts []string
+		for _, r := range []struct {
+			name string
+			s    []sample
+			q    float64
+		}{{"cold p50", coldS, .5}, {"warm p50", warmS, .5}, {"warm p99", warmS, .99}} {
+			if len(r.s) > 0 && base > 0 {
+				parts = append(parts, fmt.Sprintf("%s **%.2f**", r.name, float64(benchstat.Quantile(col(r.s, toExit), r.q))/float64(base)))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "\nSubmit to exit record as a multiple of `ctr run --rm`'s p50 (create to exit event) in this run: %s.\n", strings.Join(parts, ", "))
+		}
 	}
 	fmt.Fprintf(&b, "\nGoals (issue 14): warm p50 <= 60 ms and p99 <= 150 ms, cold p50 <= 250 ms, submit to exit record. Both stacks run with `--network none`.\n")
 	return b.String()
