@@ -35,6 +35,15 @@ const stopWait = 2 * time.Minute
 // internal error.
 const waitFailed = 128
 
+// handOverWait is how long a sandbox process may take to stop after its
+// control server failed a wait before the wait is handed over to runsc:
+// the server's socket closes as the process exits, a little before the
+// exit is seen.
+const handOverWait = time.Second
+
+// errHandOver marks a wait the shim leaves to runsc wait after it began.
+var errHandOver = errors.New("the sandbox's control server failed the wait")
+
 // containerID is what runsc accepts as a container id (runsc/specutils,
 // ValidateID); anything else is left to runsc.
 var containerID = regexp.MustCompile(`^[\w+\.-]+$`)
@@ -50,8 +59,9 @@ var containerID = regexp.MustCompile(`^[\w+\.-]+$`)
 // root container then waits for the sandbox process to stop; it writes
 // runsc wait's answer where the command's output would have gone. A wait
 // it cannot begin (not exactly one state file, no control socket, no
-// connection, the sandbox process already gone) is runsc's, as before;
-// every other command is passed on unchanged.
+// connection, the sandbox process already gone) is runsc's, as before, and
+// so is one whose control server fails it while the sandbox lives on (a
+// runsc of another version); every other command is passed on unchanged.
 type waitMonitor struct {
 	next runsccmd.ProcessMonitor
 	// stopWait bounds the wait for a sandbox process to stop (the
@@ -86,9 +96,28 @@ func (m *waitMonitor) Start(cmd *exec.Cmd) (chan runc.Exit, error) {
 	m.inShim[cmd] = ch
 	m.mu.Unlock()
 	go func() {
-		ch <- runc.Exit{Timestamp: time.Now(), Status: w.answer(cmd.Stdout, cmd.Stderr)}
+		status, handOver := w.answer(cmd.Stdout, cmd.Stderr)
+		if handOver {
+			status = m.runsc(cmd)
+		}
+		ch <- runc.Exit{Timestamp: time.Now(), Status: status}
 	}()
 	return ch, nil
+}
+
+// runsc runs cmd, a wait the shim handed over, as a process and returns
+// its exit status.
+func (m *waitMonitor) runsc(cmd *exec.Cmd) int {
+	ec, err := m.next.Start(cmd)
+	if err != nil {
+		fmt.Fprintf(cmp.Or[io.Writer](cmd.Stderr, io.Discard), "starting runsc wait: %v\n", err)
+		return waitFailed
+	}
+	status, err := m.next.Wait(cmd, ec)
+	if err != nil {
+		return waitFailed
+	}
+	return status
 }
 
 // Wait returns the exit status of cmd, started by Start.
@@ -242,44 +271,57 @@ func connect(path string) (*urpc.Client, error) {
 }
 
 // answer waits and writes what runsc wait would: its JSON result to
-// stdout, or an error to stderr. It returns runsc's exit status.
-func (w *waiter) answer(stdout, stderr io.Writer) int {
+// stdout, or an error to stderr. It returns runsc's exit status, or
+// handOver when the control server failed while the sandbox lives (a
+// runsc whose control protocol the shim does not speak): runsc wait is
+// then to run instead, and nothing was written.
+func (w *waiter) answer(stdout, stderr io.Writer) (status int, handOver bool) {
 	status, err := w.wait()
+	if errors.Is(err, errHandOver) {
+		log.L.WithError(err).WithField("id", w.id).Warn("waiting for the container with runsc wait")
+		return 0, true
+	}
 	if err != nil {
 		fmt.Fprintf(cmp.Or[io.Writer](stderr, io.Discard), "waiting on container %q: %v\n", w.id, err)
-		return waitFailed
+		return waitFailed, false
 	}
 	res := struct {
 		ID         string `json:"id"`
 		ExitStatus int    `json:"exitStatus"`
 	}{w.id, status}
 	if err := json.NewEncoder(cmp.Or[io.Writer](stdout, io.Discard)).Encode(res); err != nil {
-		return waitFailed
+		return waitFailed, false
 	}
-	return 0
+	return 0, false
 }
 
 // wait waits for the container's init process and, for a root container,
 // for its sandbox process to stop, and returns the init's exit status as
-// runsc wait reports it. When the control server cannot answer, the exit
-// status of a root container is the sandbox process's, which only its
-// parent learns, so it is an error, as in runsc (runsc/sandbox, Wait).
+// runsc wait reports it. When the control server cannot answer because the
+// sandbox stopped, the exit status of a root container is the sandbox
+// process's, which only its parent learns, so it is an error, as in runsc
+// (runsc/sandbox, Wait). When it fails while the sandbox lives on (within
+// handOverWait), and for a sub-container whatever the failure, the error
+// wraps errHandOver: runsc knows better.
 func (w *waiter) wait() (int, error) {
 	defer w.close()
 	var ws unix.WaitStatus
 	err := w.client.Call(contMgrWait, &w.id, &ws)
 	w.client.Close()
 	w.client = nil
-	if w.sandbox >= 0 {
-		if stopErr := w.stopped(); stopErr != nil {
-			return 0, errors.Join(err, stopErr)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("%w; the sandbox is no longer running and its exit status is unavailable", err)
-		}
+	if err != nil && w.sandbox < 0 {
+		return 0, fmt.Errorf("%w: %v", errHandOver, err)
 	}
 	if err != nil {
-		return 0, err
+		if w.stoppedWithin(handOverWait) != nil {
+			return 0, fmt.Errorf("%w: %v, and the sandbox process runs on", errHandOver, err)
+		}
+		return 0, fmt.Errorf("%w; the sandbox is no longer running and its exit status is unavailable", err)
+	}
+	if w.sandbox >= 0 {
+		if err := w.stoppedWithin(w.stopWait); err != nil {
+			return 0, err
+		}
 	}
 	if ws.Signaled() {
 		return 128 + int(ws.Signal()), nil
@@ -287,14 +329,14 @@ func (w *waiter) wait() (int, error) {
 	return ws.ExitStatus(), nil
 }
 
-// stopped waits for the sandbox process to end, for at most stopWait.
-func (w *waiter) stopped() error {
+// stoppedWithin waits for the sandbox process to end, for at most d.
+func (w *waiter) stoppedWithin(d time.Duration) error {
 	fds := []unix.PollFd{{Fd: int32(w.sandbox), Events: unix.POLLIN}}
-	deadline := time.Now().Add(w.stopWait)
+	deadline := time.Now().Add(d)
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("the sandbox process did not stop within %v", w.stopWait)
+			return fmt.Errorf("the sandbox process did not stop within %v", d)
 		}
 		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
 		if errors.Is(err, unix.EINTR) {

@@ -70,13 +70,26 @@ type fakeSandbox struct {
 	process *exec.Cmd
 }
 
-// newFakeSandbox makes container id of sandbox sandboxID.
+// newFakeSandbox makes container id of sandbox sandboxID, whose control
+// server serves fs.cm.
 func newFakeSandbox(t *testing.T, sandboxID, id string) *fakeSandbox {
+	cm := &containerManager{waits: make(chan string, 1), answers: make(chan unix.WaitStatus)}
+	fs := newFakeSandboxServing(t, sandboxID, id, cm)
+	fs.cm = cm
+	return fs
+}
+
+// otherManager is a control server of another protocol: it has no
+// containerManager.Wait.
+type otherManager struct{}
+
+func (otherManager) Ping(a *string, b *string) error { return nil }
+
+// newFakeSandboxServing makes container id of sandbox sandboxID, whose
+// control server serves recv.
+func newFakeSandboxServing(t *testing.T, sandboxID, id string, recv any) *fakeSandbox {
 	t.Helper()
-	fs := &fakeSandbox{
-		root: t.TempDir(),
-		cm:   &containerManager{waits: make(chan string, 1), answers: make(chan unix.WaitStatus)},
-	}
+	fs := &fakeSandbox{root: t.TempDir()}
 	fs.process = exec.Command("sleep", "60")
 	if err := fs.process.Start(); err != nil {
 		t.Fatal(err)
@@ -89,7 +102,7 @@ func newFakeSandbox(t *testing.T, sandboxID, id string) *fakeSandbox {
 		t.Fatal(err)
 	}
 	srv := urpc.NewServer()
-	srv.Register(fs.cm)
+	srv.Register(recv)
 	go func() {
 		for {
 			s, err := ss.Accept()
@@ -259,6 +272,42 @@ func TestWaitControlServerGone(t *testing.T) {
 	fs.stop()
 	if s := expect(t, done); s != waitFailed || !strings.Contains(out.String(), "exit status is unavailable") {
 		t.Fatalf("status %d, output %q; want %d and the reason", s, out, waitFailed)
+	}
+}
+
+// TestWaitHandedOver: a control server that fails the wait while the
+// sandbox process runs on (a runsc whose protocol the shim does not
+// speak) leaves the wait to runsc wait, which then answers alone.
+func TestWaitHandedOver(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T) *fakeSandbox
+		id   string
+	}{
+		{"no such method", func(t *testing.T) *fakeSandbox { return newFakeSandboxServing(t, "sb1", "sb1", otherManager{}) }, "sb1"},
+		{"root container, server failed", func(t *testing.T) *fakeSandbox {
+			fs := newFakeSandbox(t, "sb1", "sb1")
+			close(fs.cm.answers)
+			return fs
+		}, "sb1"},
+		{"sub-container, server failed", func(t *testing.T) *fakeSandbox {
+			fs := newFakeSandbox(t, "sb1", "c2")
+			close(fs.cm.answers)
+			return fs
+		}, "c2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := tc.make(t)
+			next := &processMonitor{}
+			m := newWaitMonitor(next)
+			cmd, out, done := startWait(t, m, fs.root, tc.id)
+			if s := expect(t, done); s != 7 || len(next.started) != 1 || next.started[0] != cmd {
+				t.Fatalf("status %d after %d starts; want runsc wait run by the next monitor (7)", s, len(next.started))
+			}
+			if out.Len() != 0 {
+				t.Fatalf("the shim wrote %q before handing the wait over", out)
+			}
+		})
 	}
 }
 
