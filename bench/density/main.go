@@ -1,7 +1,8 @@
 // Command density measures the idle memory of a warm pool's sandboxes
 // (issue 14, Done 5): how much RSS and PSS each sandbox waiting for a step
 // costs the host, split by process (containerd's shim, runsc's sandbox and
-// gofer, the `runsc wait` of the shim).
+// gofer, and a `runsc wait` where one runs: the shim waits itself unless
+// it hands a wait over to runsc).
 //
 // It starts one fleet on 127.0.0.1 (internal/benchfleet: one scheduler
 // member, one `agentd serve --network none --warm-pool-memory SIZE`, one
