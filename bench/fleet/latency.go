@@ -188,6 +188,7 @@ func latency(b *strings.Builder, c config, dir string, plain, tlsMode benchtls.M
 	fmt.Fprintf(b, "| step records: ratio of medians, TLS / plaintext | %s | |\n", rat(tf.rec, pf.rec))
 	fmt.Fprintf(b, "| added by the scheduler, plaintext: difference of the queued-to-exited medians | %s | |\n", ms(addedPlain))
 	fmt.Fprintf(b, "| **added by the scheduler, mutual TLS: difference of the queued-to-exited medians** | **%s** | |\n", ms(addedTLS))
+	fmt.Fprintf(b, "| added by the scheduler, mutual TLS, as a fraction of `agentd run`'s queued-to-exited median | %.2f | |\n", addedRatio(addedTLS, med(localRec)))
 	fmt.Fprintf(b, "| added by TLS: difference of the scheduler's queued-to-exited medians, TLS − plaintext | %s | |\n\n", ms(med(tf.rec)-med(pf.rec)))
 	fmt.Fprintf(b, "The scheduler's record of `schedctl run`'s step, split at its phases (medians; the phases' own medians need not add up):\n\n")
 	fmt.Fprintf(b, "| phase | plaintext | mutual TLS |\n|---|---|---|\n")
@@ -197,5 +198,17 @@ func latency(b *strings.Builder, c config, dir string, plain, tlsMode benchtls.M
 	if c.maxAdded > 0 && addedTLS > c.maxAdded {
 		return fmt.Errorf("with mutual TLS, schedctl run adds %v over agentd run at the median, over the limit of %v", addedTLS, c.maxAdded)
 	}
+	if r := addedRatio(addedTLS, med(localRec)); c.maxAddedRatio > 0 && r > c.maxAddedRatio {
+		return fmt.Errorf("with mutual TLS, schedctl run adds %v over agentd run at the median, %.2f of agentd run's %v, over the limit of %.2f", addedTLS, r, med(localRec), c.maxAddedRatio)
+	}
 	return nil
+}
+
+// addedRatio is the scheduler's added latency as a fraction of agentd
+// run's queued-to-exited median (0 without one).
+func addedRatio(added, base time.Duration) float64 {
+	if base <= 0 {
+		return 0
+	}
+	return float64(added) / float64(base)
 }

@@ -46,6 +46,7 @@ type config struct {
 	steps, agents, runs, clients int
 	bin                          string
 	maxAdded                     time.Duration
+	maxAddedRatio                float64
 	minLifecycles                float64
 }
 
@@ -58,6 +59,7 @@ func main() {
 	flag.IntVar(&c.runs, "latency-runs", 20, "runs of each command for the latency comparison (0 skips it)")
 	flag.StringVar(&c.bin, "bin", "bin", "directory of the scheduler, agentd and schedctl binaries")
 	flag.DurationVar(&c.maxAdded, "max-added", 0, "fail if, with mutual TLS, schedctl run's median exceeds agentd run's by more than this (0: report only)")
+	flag.Float64Var(&c.maxAddedRatio, "max-added-ratio", 0, "fail if, with mutual TLS, schedctl run's queued-to-exited median exceeds agentd run's by more than this fraction of agentd run's, measured in the same run (0: report only)")
 	out := flag.String("out", "", "also write the markdown report to this file")
 	flag.Parse()
 	report, err := run(c)
