@@ -308,11 +308,7 @@ func runStacks(c config) error {
 // multiples of `ctr run --rm`'s p50 (create to exit event) measured in
 // the same run, which hold across machines of different speed.
 func checkStacks(c config, ctrS, coldS, warmS, missS []sample) error {
-	toExit := func(s sample) time.Duration { return s.toExit }
-	var base time.Duration
-	if len(ctrS) > 0 {
-		base = benchstat.Quantile(col(ctrS, toExit), .5)
-	}
+	base := ctrBase(ctrS)
 	type guard struct {
 		name    string
 		samples []sample
@@ -334,7 +330,7 @@ func checkStacks(c config, ctrS, coldS, warmS, missS []sample) error {
 			}
 			continue
 		}
-		got := benchstat.Quantile(col(g.samples, toExit), g.q)
+		got := benchstat.Quantile(col(g.samples, sampleToExit), g.q)
 		if g.max > 0 && got > g.max {
 			return fmt.Errorf("%s submit to exit record: p%.0f %v over the limit of %v", g.name, g.q*100, got, g.max)
 		}
@@ -410,17 +406,15 @@ func renderStacks(n int, settle bool, ctrS, coldS, warmS, missS []sample) string
 		}
 		b.WriteString("\n")
 	}
-	if len(ctrS) > 0 {
-		toExit := func(s sample) time.Duration { return s.toExit }
-		base := benchstat.Quantile(col(ctrS, toExit), .5)
+	if base := ctrBase(ctrS); base > 0 {
 		var parts []string
 		for _, r := range []struct {
 			name string
 			s    []sample
 			q    float64
 		}{{"cold p50", coldS, .5}, {"warm p50", warmS, .5}, {"warm p99", warmS, .99}} {
-			if len(r.s) > 0 && base > 0 {
-				parts = append(parts, fmt.Sprintf("%s **%.2f**", r.name, float64(benchstat.Quantile(col(r.s, toExit), r.q))/float64(base)))
+			if len(r.s) > 0 {
+				parts = append(parts, fmt.Sprintf("%s **%.2f**", r.name, float64(benchstat.Quantile(col(r.s, sampleToExit), r.q))/float64(base)))
 			}
 		}
 		if len(parts) > 0 {
@@ -458,4 +452,17 @@ func stepSample(st api.Step, smp *sample) bool {
 		}
 	}
 	return warm
+}
+
+// sampleToExit is a sample's time to its exit record (for ctr, to the
+// exit event).
+func sampleToExit(s sample) time.Duration { return s.toExit }
+
+// ctrBase is the p50 of `ctr run --rm` from create to exit event, the
+// baseline the ratio guards and the report divide by (0 without samples).
+func ctrBase(ctrS []sample) time.Duration {
+	if len(ctrS) == 0 {
+		return 0
+	}
+	return benchstat.Quantile(col(ctrS, sampleToExit), .5)
 }
