@@ -85,7 +85,8 @@ func (r *Runtime) SweepLeases(ctx context.Context) (int, error) {
 // removeUnheldSnapshots removes the active snapshots of the namespace that
 // neither a container nor a lease holds: what containerd's garbage
 // collector would remove on its own schedule, removed now so that a killed
-// agent's leftovers are gone when its successor starts.
+// agent's leftovers are gone when its successor starts. Snapshots of live
+// agents' Creates in flight are left alone (see maybeInFlight).
 func (r *Runtime) removeUnheldSnapshots(ctx context.Context) error {
 	held := map[string]bool{}
 	all, err := r.client.LeasesService().List(ctx)
@@ -116,7 +117,7 @@ func (r *Runtime) removeUnheldSnapshots(ctx context.Context) error {
 	sn := r.client.SnapshotService(defaults.DefaultSnapshotter)
 	var stale []string
 	if err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
-		if info.Kind == snapshots.KindActive && !held[info.Name] {
+		if info.Kind == snapshots.KindActive && !held[info.Name] && !r.maybeInFlight(info, time.Now()) {
 			stale = append(stale, info.Name)
 		}
 		return nil
@@ -132,6 +133,23 @@ func (r *Runtime) removeUnheldSnapshots(ctx context.Context) error {
 		r.logger.Info("removed a snapshot nothing held", "snapshot", key)
 	}
 	return errors.Join(errs...)
+}
+
+// unlabelledSnapshotGrace is how long a snapshot that names no owner is
+// taken to be a create in flight by something other than an agent.
+const unlabelledSnapshotGrace = time.Minute
+
+// maybeInFlight reports whether an unheld active snapshot may belong to a
+// Create still under way, in this agent or another live one sharing the
+// namespace: between the listings above, a Create can prepare its
+// snapshot under a lease listed before it held anything, and make its
+// container after the containers were listed. Agents label the snapshots
+// they prepare with their owner; one whose owner still runs is left to it.
+func (r *Runtime) maybeInFlight(info snapshots.Info, now time.Time) bool {
+	if owner, ok := info.Labels[LabelOwner]; ok {
+		return owner == r.owner || ownerAlive(owner)
+	}
+	return now.Sub(info.Created) < unlabelledSnapshotGrace
 }
 
 // removeLeased removes the snapshots a create lease holds that no

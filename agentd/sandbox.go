@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/containerd/api/services/tasks/v1"
 	runtimeoptions "github.com/containerd/containerd/api/types/runtimeoptions/v1"
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
@@ -243,7 +244,9 @@ func (r *Runtime) prepare(ctx context.Context, id string, tmpl Step, labels map[
 		containerd.WithImage(img),
 		// A writable snapshot, though the spec makes the root read-only
 		// for the step: runsc's gofer creates mount points in it.
-		containerd.WithNewSnapshot(id, img),
+		// Labelled with its owner: until the container exists only the
+		// lease holds it, and another agent's sweep must see it is in use.
+		containerd.WithNewSnapshot(id, img, snapshots.WithLabels(map[string]string{LabelOwner: r.owner})),
 		containerd.WithRuntime(r.cfg.RuntimeType, r.runtimeOptions()),
 		containerd.WithSpec(spec),
 		containerd.WithContainerLabels(all),
