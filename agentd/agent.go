@@ -60,6 +60,11 @@ type AgentConfig struct {
 	Heartbeat time.Duration
 	// ProbeImage is the canary image of the capability probe.
 	ProbeImage string
+	// Reprobe is how long a node the probe found degraded waits before
+	// the probe runs again; each failure doubles it, up to maxReprobe.
+	// Zero is DefaultReprobe. A node the probe found ready is not probed
+	// again.
+	Reprobe time.Duration
 	// BlobCacheBytes bounds the node's blob cache, DATA-DIR/blob-cache
 	// (agentd serve --blob-cache-size; blobcache.DefaultMaxBytes if zero).
 	BlobCacheBytes int64
@@ -90,6 +95,7 @@ func DefaultAgentConfig() AgentConfig {
 		MaxStarting:    cluster.DefaultMaxStarting,
 		Heartbeat:      2 * time.Second,
 		ProbeImage:     "rodon.local/base:latest",
+		Reprobe:        DefaultReprobe,
 		PollWait:       30 * time.Second,
 		MaxLimits:      cluster.MaxLimits,
 		BlobCacheBytes: blobcache.DefaultMaxBytes,
@@ -114,11 +120,13 @@ type Agent struct {
 	// it after Run returned.
 	pool *Pool
 
-	// probed is the health the capability probe found (and the reasons
-	// known before it); health adds what the disk checks find at each
-	// heartbeat. Both are set by Run's goroutine only.
-	probed cluster.Health
-	health cluster.Health
+	// probed is the health the capability probe last found, set by the
+	// probe loop. health adds the reasons known before it (cfg.Degraded)
+	// and what the disk and pool checks find at each heartbeat; it is set
+	// by Run's goroutine only.
+	probeMu sync.Mutex
+	probed  cluster.Health
+	health  cluster.Health
 	// seenIndex is the index of the last assignments answer, sent with
 	// each heartbeat (cluster.Heartbeat.SeenIndex).
 	seenIndex atomic.Uint64
@@ -142,6 +150,11 @@ func NewAgent(cfg AgentConfig, rt *Runtime, sched Scheduler, logs *logstore.Stor
 		return nil, fmt.Errorf("agent config: heartbeat interval %v must be positive", cfg.Heartbeat)
 	case cfg.BlobCacheBytes < 0:
 		return nil, fmt.Errorf("agent config: blob cache size %d: must not be negative", cfg.BlobCacheBytes)
+	case cfg.Reprobe < 0:
+		return nil, fmt.Errorf("agent config: reprobe interval %v must not be negative", cfg.Reprobe)
+	}
+	if cfg.Reprobe == 0 {
+		cfg.Reprobe = DefaultReprobe
 	}
 	cfg.MaxLimits = nodeMaxLimits(cfg.MaxLimits)
 	if err := cfg.MaxLimits.Check(cluster.MaxLimits); err != nil {
@@ -195,19 +208,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.cache.Load(); err != nil {
 		return err
 	}
-	a.probed = a.rt.probe(ctx, a.cfg.ProbeImage, a.pool != nil) // through a claim with a pool
-	if len(a.cfg.Degraded) > 0 {
-		a.probed = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(a.cfg.Degraded), a.probed.Reasons...)}
-	}
+	a.setProbed(a.rt.probe(ctx, a.cfg.ProbeImage, a.pool != nil)) // through a claim with a pool
 	a.checkHealth()
 	if err := a.register(ctx); err != nil {
 		return err
 	}
 	a.sweepTrees(a.adoptOrphans(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
 	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
+	go func() { defer wg.Done(); a.reprobeLoop(ctx) }()
 	if a.pool != nil {
 		// After the sweeps: they keep only what containerd has.
 		wg.Add(1)
@@ -243,7 +254,10 @@ func (a *Agent) register(ctx context.Context) error {
 // each of its file systems (data directory with the blob cache, output logs)
 // below its free space or inode threshold. It logs every change.
 func (a *Agent) checkHealth() {
-	h := a.probed
+	h := a.probeHealth()
+	if len(a.cfg.Degraded) > 0 {
+		h = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(a.cfg.Degraded), h.Reasons...)}
+	}
 	if disk := a.rt.DiskReasons(a.logs.Dir()); len(disk) > 0 {
 		h = cluster.Health{State: cluster.NodeDegraded, Reasons: append(slices.Clone(h.Reasons), disk...)}
 	}
@@ -260,6 +274,55 @@ func (a *Agent) checkHealth() {
 	} else {
 		a.logger.Info("node ready")
 		a.metrics.degraded.Set(0)
+	}
+}
+
+// DefaultReprobe is the first wait before a degraded node's probe runs
+// again; maxReprobe bounds the doubled waits after it.
+const (
+	DefaultReprobe = 15 * time.Second
+	maxReprobe     = 5 * time.Minute
+)
+
+func (a *Agent) probeHealth() cluster.Health {
+	a.probeMu.Lock()
+	defer a.probeMu.Unlock()
+	return a.probed
+}
+
+func (a *Agent) setProbed(h cluster.Health) {
+	a.probeMu.Lock()
+	defer a.probeMu.Unlock()
+	a.probed = h
+}
+
+// reprobeLoop runs the capability probe again while it finds the node
+// degraded, waiting cfg.Reprobe and then twice as long after each failure
+// (up to maxReprobe), so that a canary that failed once (containerd slow
+// at boot, a sandbox removed under it, a control fixed since) does not
+// keep the node out of service until agentd restarts. The heartbeat picks
+// up each finding. Once the probe finds the node ready, it stops.
+func (a *Agent) reprobeLoop(ctx context.Context) {
+	wait := a.cfg.Reprobe
+	for a.probeHealth().State != cluster.NodeReady {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		h := a.rt.probe(ctx, a.cfg.ProbeImage, a.pool != nil)
+		if ctx.Err() != nil {
+			return // a probe cut short says nothing of the node
+		}
+		a.setProbed(h)
+		wait = min(2*wait, maxReprobe)
+		if h.State != cluster.NodeReady {
+			a.logger.Warn("capability probe still fails", "reasons", h.Reasons, "next_in", wait)
+		} else {
+			a.logger.Info("capability probe passes again")
+		}
 	}
 }
 

@@ -45,6 +45,12 @@ func runTestAgent(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentCo
 	cfg := logstore.DefaultConfig()
 	cfg.Dir = t.TempDir()
 	acfg := DefaultAgentConfig()
+	acfg.Node = "n1"
+	acfg.Address = netip.MustParseAddrPort("127.0.0.1:7200")
+	acfg.Capacity = cluster.Resources{CPU: 2, MemoryBytes: 4 << 30}
+	acfg.Heartbeat = 200 * time.Millisecond
+	acfg.PollWait = time.Second
+	acfg.ProbeImage = baseImage
 	if edit != nil {
 		edit(&acfg, &cfg)
 	}
@@ -52,12 +58,6 @@ func runTestAgent(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentCo
 	if err != nil {
 		t.Fatal(err)
 	}
-	acfg.Node = "n1"
-	acfg.Address = netip.MustParseAddrPort("127.0.0.1:7200")
-	acfg.Capacity = cluster.Resources{CPU: 2, MemoryBytes: 4 << 30}
-	acfg.Heartbeat = 200 * time.Millisecond
-	acfg.PollWait = time.Second
-	acfg.ProbeImage = baseImage
 	a, err := NewAgent(acfg, rt, sched, logs, rt.logger)
 	if err != nil {
 		t.Fatal(err)
