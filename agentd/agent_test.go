@@ -42,6 +42,13 @@ func startAgentWith(t *testing.T, rt *Runtime, sched Scheduler, edit func(*Agent
 // func that stops it (and waits until its Run returned).
 func runTestAgent(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentConfig, *logstore.Config)) (*logstore.Store, func()) {
 	t.Helper()
+	return runAgentWithPool(t, rt, sched, edit, nil)
+}
+
+// runAgentWithPool is runTestAgent for an agent that runs the warm pool
+// p, if not nil.
+func runAgentWithPool(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentConfig, *logstore.Config), p *Pool) (*logstore.Store, func()) {
+	t.Helper()
 	cfg := logstore.DefaultConfig()
 	cfg.Dir = t.TempDir()
 	acfg := DefaultAgentConfig()
@@ -62,6 +69,7 @@ func runTestAgent(t *testing.T, rt *Runtime, sched Scheduler, edit func(*AgentCo
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.pool = p
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"net/netip"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -433,35 +432,7 @@ func TestPoolGVisorAgentWarmStep(t *testing.T) {
 // warm pool p.
 func runPoolAgent(t *testing.T, rt *Runtime, sched Scheduler, p *Pool) (*logstore.Store, func()) {
 	t.Helper()
-	cfg := logstore.DefaultConfig()
-	cfg.Dir = t.TempDir()
-	logs, err := logstore.New(cfg, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	acfg := DefaultAgentConfig()
-	acfg.Node = "n1"
-	acfg.Address = netip.MustParseAddrPort("127.0.0.1:7200")
-	acfg.Capacity = cluster.Resources{CPU: 2, MemoryBytes: 4 << 30}
-	acfg.Heartbeat = 200 * time.Millisecond
-	acfg.PollWait = time.Second
-	acfg.ProbeImage = baseImage
-	a, err := NewAgent(acfg, rt, sched, logs, rt.logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.pool = p
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	return logs, sync.OnceFunc(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("agent did not stop within 30s of cancel")
-		}
-	})
+	return runAgentWithPool(t, rt, sched, nil, p)
 }
 
 // TestPoolGVisorStopWhileMaking: a pool stopped while it makes a sandbox
