@@ -2,7 +2,8 @@
 // (issue 14, Done 5): how much RSS and PSS each sandbox waiting for a step
 // costs the host, split by process (containerd's shim, runsc's sandbox and
 // gofer, and a `runsc wait` where one runs: the shim waits itself unless
-// it hands a wait over to runsc).
+// it hands a wait over to runsc), and each PSS split into file pages (the
+// binaries, shared by every sandbox) and the rest (each sandbox's own).
 //
 // It starts one fleet on 127.0.0.1 (internal/benchfleet: one scheduler
 // member, one `agentd serve --network none --warm-pool-memory SIZE`, one
@@ -226,7 +227,20 @@ type proc struct {
 	pid, ppid int
 	comm      string
 	cmdline   string
-	rss, pss  int64 // kB
+	mem       mem
+}
+
+// mem is what smaps_rollup says of a process, or a sum of them, in kB:
+// Rss, Pss, and Pss split into file pages (Pss_File: the shim's and
+// runsc's binaries, shared by every sandbox) and the rest (Pss_Anon and
+// Pss_Shmem: heaps, stacks and the sentry's memory file, each sandbox's
+// own).
+type mem struct {
+	rss, pss, pssFile, pssOwn int64
+}
+
+func (m mem) add(o mem) mem {
+	return mem{m.rss + o.rss, m.pss + o.pss, m.pssFile + o.pssFile, m.pssOwn + o.pssOwn}
 }
 
 func readProcs() (map[int]*proc, error) {
@@ -269,9 +283,13 @@ func readProcs() (map[int]*proc, error) {
 				v, _ := strconv.ParseInt(f[1], 10, 64)
 				switch f[0] {
 				case "Rss:":
-					p.rss = v
+					p.mem.rss = v
 				case "Pss:":
-					p.pss = v
+					p.mem.pss = v
+				case "Pss_File:":
+					p.mem.pssFile = v
+				case "Pss_Anon:", "Pss_Shmem:":
+					p.mem.pssOwn += v
 				}
 			}
 		}
@@ -282,15 +300,15 @@ func readProcs() (map[int]*proc, error) {
 
 // sandboxMem is one pooled sandbox's processes, summed by kind.
 type sandboxMem struct {
-	id       string
-	byKind   map[string][2]int64 // kind -> rss, pss kB
-	rss, pss int64
+	id     string
+	byKind map[string]mem
+	all    mem
 }
 
 // measure sums the processes that name id on their command line and
 // their descendants.
 func measure(procs map[int]*proc, id string) sandboxMem {
-	m := sandboxMem{id: id, byKind: map[string][2]int64{}}
+	m := sandboxMem{id: id, byKind: map[string]mem{}}
 	in := map[int]bool{}
 	for pid, p := range procs {
 		if strings.Contains(p.cmdline, id) {
@@ -308,10 +326,8 @@ func measure(procs map[int]*proc, id string) sandboxMem {
 	for pid := range in {
 		p := procs[pid]
 		k := kind(p)
-		v := m.byKind[k]
-		m.byKind[k] = [2]int64{v[0] + p.rss, v[1] + p.pss}
-		m.rss += p.rss
-		m.pss += p.pss
+		m.byKind[k] = m.byKind[k].add(p.mem)
+		m.all = m.all.add(p.mem)
 	}
 	return m
 }
@@ -342,10 +358,9 @@ func render(c config, sbs []sandboxMem) (string, error) {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	kinds := map[string]bool{}
-	var rss, pss int64
+	var all mem
 	for _, s := range sbs {
-		rss += s.rss
-		pss += s.pss
+		all = all.add(s.all)
 		for k := range s.byKind {
 			kinds[k] = true
 		}
@@ -355,24 +370,30 @@ func render(c config, sbs []sandboxMem) (string, error) {
 	fmt.Fprintf(&b, "One fleet on 127.0.0.1 (mutual TLS; `agentd serve --network none --warm-pool-memory %s`); a burst of %d `true` steps taught the pool the demand; "+
 		"%d pooled sandboxes were ready and idle for %s when measured (smaps_rollup of every process naming the sandbox and its descendants). MB = 2^20 bytes.\n\n",
 		c.poolMemory, c.n, n, c.settle)
-	fmt.Fprintf(&b, "| process | RSS per sandbox (mean) | PSS per sandbox (mean) |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "| process | RSS per sandbox (mean) | PSS per sandbox (mean) | of the PSS: file pages (binaries, shared) | of the PSS: anonymous and shared memory (its own) |\n|---|---|---|---|---|\n")
 	var names []string
 	for k := range kinds {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	for _, k := range names {
-		var r, p int64
-		for _, s := range sbs {
-			r += s.byKind[k][0]
-			p += s.byKind[k][1]
-		}
-		fmt.Fprintf(&b, "| %s | %.1f MB | %.1f MB |\n", k, mb(r/n), mb(p/n))
+	row := func(name, em string, m mem) {
+		fmt.Fprintf(&b, "| %[1]s%[2]s%[1]s | %[1]s%.1[3]f MB%[1]s | %[1]s%.1[4]f MB%[1]s | %[1]s%.1[5]f MB%[1]s | %[1]s%.1[6]f MB%[1]s |\n",
+			em, name, mb(m.rss/n), mb(m.pss/n), mb(m.pssFile/n), mb(m.pssOwn/n))
 	}
-	fmt.Fprintf(&b, "| **whole sandbox** | **%.1f MB** | **%.1f MB** |\n", mb(rss/n), mb(pss/n))
+	for _, k := range names {
+		var m mem
+		for _, s := range sbs {
+			m = m.add(s.byKind[k])
+		}
+		row(k, "", m)
+	}
+	row("whole sandbox", "**", all)
 	fmt.Fprintf(&b, "\nBefore the pool (RUNTIME-NOTES.md, an idle pod sandbox): about 103 MB RSS, 49 MB PSS. Goal: at most 60 MB RSS.\n")
-	if c.maxRSS > 0 && mb(rss/n) > c.maxRSS {
-		return b.String(), fmt.Errorf("mean RSS per pooled sandbox %.1f MB, over the limit of %.1f MB", mb(rss/n), c.maxRSS)
+	fmt.Fprintf(&b, "\nRSS counts a page once for every process that maps it; PSS divides it among them, so PSS sums to what the sandboxes hold together. "+
+		"Its file pages are mostly the runsc and shim binaries, shared by every sandbox and fewer per sandbox the more there are; "+
+		"the rest (anonymous memory and the sentry's memory file) is each sandbox's own, about what one more idle sandbox adds.\n")
+	if c.maxRSS > 0 && mb(all.rss/n) > c.maxRSS {
+		return b.String(), fmt.Errorf("mean RSS per pooled sandbox %.1f MB, over the limit of %.1f MB", mb(all.rss/n), c.maxRSS)
 	}
 	return b.String(), nil
 }
