@@ -98,7 +98,12 @@ while True:
 
 	agent = startEgressAgent(t, f, w, "n1", dataDir, platformFile, "ready")
 	hits = public.hits.Load()
-	waitFor(t, 30*time.Second, "the adopted pinger to reach the public stand-in again", func() bool { return public.hits.Load() > hits+2 })
+	// The new agent first destroys the sandboxes of steps no longer
+	// assigned and adopts the pinger after them, while it starts the
+	// queued steps: on a slow 2-vCPU host the pinger (0.2 CPU) was adopted
+	// 16 s after the agent was ready and still had no connect through by
+	// 30 s (CI at 2fb4b64).
+	waitFor(t, 90*time.Second, "the adopted pinger to reach the public stand-in again", func() bool { return public.hits.Load() > hits+2 })
 
 	for _, id := range append(ids, "pinger") {
 		if s, err := c.Step(ctx, id); err == nil && !isTerminal(s.State) && (id == "pinger" || strings.HasSuffix(id, "3")) {
