@@ -62,8 +62,8 @@ type AgentConfig struct {
 	ProbeImage string
 	// Reprobe is how long a node the probe found degraded waits before
 	// the probe runs again; each failure doubles it, up to maxReprobe.
-	// Zero is DefaultReprobe. A node the probe found ready is not probed
-	// again.
+	// Zero is DefaultReprobe; more than maxReprobe waits maxReprobe. A
+	// node the probe found ready is not probed again.
 	Reprobe time.Duration
 	// BlobCacheBytes bounds the node's blob cache, DATA-DIR/blob-cache
 	// (agentd serve --blob-cache-size; blobcache.DefaultMaxBytes if zero).
@@ -303,7 +303,7 @@ func (a *Agent) setProbed(h cluster.Health) {
 // keep the node out of service until agentd restarts. The heartbeat picks
 // up each finding. Once the probe finds the node ready, it stops.
 func (a *Agent) reprobeLoop(ctx context.Context) {
-	wait := a.cfg.Reprobe
+	wait := min(a.cfg.Reprobe, maxReprobe)
 	for a.probeHealth().State != cluster.NodeReady {
 		t := time.NewTimer(wait)
 		select {
